@@ -140,7 +140,8 @@ func main() {
 	tq2PanelAVX512r4t4()
 	decodeTQ2_0BytesAVX512()
 	iq1sPanelConstants()
-	iq1sPanelAVX512r2t4()
+	iq1sPanelAVX512r4t4()
+	decodeIQ1SBytesAVX512()
 	for _, g := range latticeGroups512 {
 		decodePanelAVX512(g.typ, g.size, g.group)
 	}

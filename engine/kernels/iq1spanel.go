@@ -5,15 +5,17 @@ import "sync"
 // IQ1_S's prompt panels (issue 32), in ggml_vec_dot_iq1_s_q8_K's order
 // (dotIQ1SRowGeneric): a group of iqPanelGroup weight rows is decoded once per
 // MatMul into signed bytes ls·grid (|v| ≤ 15), 256 per block in order, and a
-// VNNI kernel (iq1sPanelAVX512r2t4) multiplies 2 rows by 4 tokens with
-// VPDPBUSD, the tokens' quants made unsigned (q+128) and each lane's
-// 128·Σv subtracted again, so every lane is the row kernel's exact integer
-// sum; the shifts' sums come from the rows' ±scales and the tokens' bsums
-// (acts.bsT). Half the multiply-add instructions of the int16 panels.
+// VNNI kernel (iq1sPanelAVX512r4t4) multiplies 4 rows by 4 tokens with
+// VPDPBUSD, the tokens' quants made unsigned (q+128, acts.q8kU) and each
+// lane's accumulator started at −128·Σv, so every lane is the row kernel's
+// exact integer sum; the shifts' sums come from the rows' ±scales and the
+// tokens' bsums (acts.bsT). Half the multiply-add instructions of the int16
+// panels, and no folding of lanes: rows 2q and 2q+1 are interleaved by
+// sub-block, so one VPDPBUSD gives both rows' 8 lanes.
 
 // iq1sPanelBuf is a worker's IQ1_S byte panel: for block b of slot i, the
-// values at w[(b·iqPanelGroup+i)·256], the lanes' corrections 128·Σv (8 int32,
-// twice) at c[(b·iqPanelGroup+i)·16], the ±scales ls·delta of sub-blocks 2p
+// values of sub-block j at w[(b·iqPanelGroup+i&^1)·256 + 64j + 32(i&1)], the
+// lanes' starts −128·Σv (8 int32) at c[(b·iqPanelGroup+i)·8], the ±scales ls·delta of sub-blocks 2p
 // and 2p+1 (int16 pair) at ls[(4b+p)·iqPanelGroup+i], f16(x.d) at
 // dx[b·iqPanelGroup+i].
 type iq1sPanelBuf struct {
@@ -25,13 +27,12 @@ type iq1sPanelBuf struct {
 
 var iq1sPanelBufs = sync.Pool{New: func() any { return new(iq1sPanelBuf) }}
 
-// grow sizes the buffer for super groups of nb blocks (ls and dx with 2 more
-// entries, which the kernel reads, and ignores, for the last slots' pairs).
+// grow sizes the buffer for super groups of nb blocks.
 func (p *iq1sPanelBuf) grow(super, nb int) {
 	p.w = grow(p.w, super*nb*iqPanelGroup*qkK)
-	p.c = grow(p.c, super*nb*iqPanelGroup*16)
-	p.ls = grow(p.ls, super*nb*iqPanelGroup*4+2)
-	p.dx = grow(p.dx, super*nb*iqPanelGroup+2)
+	p.c = grow(p.c, super*nb*iqPanelGroup*8)
+	p.ls = grow(p.ls, super*nb*iqPanelGroup*4)
+	p.dx = grow(p.dx, super*nb*iqPanelGroup)
 }
 
 // decodeIQ1SBytePanel writes the nb IQ1_S blocks of row into slot i of the
@@ -44,7 +45,7 @@ func decodeIQ1SBytePanel(w []int8, c, ls []int32, dx []float32, row []byte, nb, 
 		blk := row[b*50 : (b+1)*50]
 		s := b*iqPanelGroup + i
 		dx[s] = f16Table[le16(blk)]
-		o := w[s*qkK : (s+1)*qkK]
+		o := w[(s&^1)*qkK : (s&^1+2)*qkK]
 		var lane [8]int32
 		var lsd [8]int16
 		for ib := 0; ib < 8; ib++ {
@@ -58,13 +59,13 @@ func decodeIQ1SBytePanel(w []int8, c, ls []int32, dx []float32, row []byte, nb, 
 				grid := iq1Grid(uint32(blk[2+4*ib+g]) | (h>>(3*g)&7)<<8)
 				for j := 0; j < 8; j++ {
 					v := l * int32(int8(grid>>(8*j)))
-					o[32*ib+8*g+j] = int8(v)
+					o[64*ib+32*(i&1)+8*g+j] = int8(v)
 					lane[2*g+j/4] += v
 				}
 			}
 		}
 		for k := range lane {
-			c[s*16+k], c[s*16+8+k] = 128*lane[k], 128*lane[k]
+			c[s*8+k] = -128 * lane[k]
 		}
 		for p := 0; p < 4; p++ {
 			ls[(4*b+p)*iqPanelGroup+i] = int32(uint32(uint16(lsd[2*p])) | uint32(uint16(lsd[2*p+1]))<<16)
@@ -72,7 +73,7 @@ func decodeIQ1SBytePanel(w []int8, c, ls []int32, dx []float32, row []byte, nb, 
 	}
 }
 
-// iq1sPanelDotGeneric is iq1sPanelAVX512r2t4 for one row (slot i of the
+// iq1sPanelDotGeneric is iq1sPanelAVX512r4t4 for one row (slot i of the
 // panel) and one token's blocks y: dotIQ1SRowGeneric from the panel's values.
 // The tests check the decoder and the layout with it.
 func iq1sPanelDotGeneric(p *iq1sPanelBuf, i int, y []q8KBlock) float32 {
@@ -80,13 +81,11 @@ func iq1sPanelDotGeneric(p *iq1sPanelBuf, i int, y []q8KBlock) float32 {
 	var acc1 float32
 	for b := range y {
 		s := b*iqPanelGroup + i
-		o := p.w[s*qkK : (s+1)*qkK]
+		o := p.w[(s&^1)*qkK : (s&^1+2)*qkK]
 		var lane [8]int32
+		copy(lane[:], p.c[s*8:s*8+8])
 		for q := 0; q < qkK; q++ {
-			lane[q%32/4] += (int32(y[b].qs[q]) + 128) * int32(o[q])
-		}
-		for k := range lane {
-			lane[k] -= p.c[s*16+k]
+			lane[q%32/4] += (int32(y[b].qs[q]) + 128) * int32(o[q/32*64+32*(i&1)+q%32])
 		}
 		var sumi1 int32
 		for pp := 0; pp < 4; pp++ {
@@ -102,4 +101,12 @@ func iq1sPanelDotGeneric(p *iq1sPanelBuf, i int, y []q8KBlock) float32 {
 		acc1 = fmaf(d, float32(sumi1), acc1)
 	}
 	return sum8(&acc) + iq1Delta*acc1
+}
+
+// unsignQ8K writes a block's quants plus 128 as bytes.
+func unsignQ8K(dst []uint8, qs *[qkK]int8) {
+	_ = dst[qkK-1]
+	for i, q := range qs {
+		dst[i] = uint8(q) ^ 0x80
+	}
 }

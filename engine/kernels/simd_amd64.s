@@ -22477,185 +22477,273 @@ DATA iq1sPairIdx0<>+0(SB)/8, $0x0000000000000000
 DATA iq1sPairIdx0<>+8(SB)/8, $0x0000000000000000
 DATA iq1sPairIdx0<>+16(SB)/8, $0x0000000000000000
 DATA iq1sPairIdx0<>+24(SB)/8, $0x0000000000000000
-DATA iq1sPairIdx0<>+32(SB)/8, $0x0000000400000004
-DATA iq1sPairIdx0<>+40(SB)/8, $0x0000000400000004
-DATA iq1sPairIdx0<>+48(SB)/8, $0x0000000400000004
-DATA iq1sPairIdx0<>+56(SB)/8, $0x0000000400000004
+DATA iq1sPairIdx0<>+32(SB)/8, $0x0000000100000001
+DATA iq1sPairIdx0<>+40(SB)/8, $0x0000000100000001
+DATA iq1sPairIdx0<>+48(SB)/8, $0x0000000100000001
+DATA iq1sPairIdx0<>+56(SB)/8, $0x0000000100000001
 GLOBL iq1sPairIdx0<>(SB), RODATA|NOPTR, $64
 
-DATA iq1sPairIdx1<>+0(SB)/8, $0x0000000800000008
-DATA iq1sPairIdx1<>+8(SB)/8, $0x0000000800000008
-DATA iq1sPairIdx1<>+16(SB)/8, $0x0000000800000008
-DATA iq1sPairIdx1<>+24(SB)/8, $0x0000000800000008
-DATA iq1sPairIdx1<>+32(SB)/8, $0x0000000c0000000c
-DATA iq1sPairIdx1<>+40(SB)/8, $0x0000000c0000000c
-DATA iq1sPairIdx1<>+48(SB)/8, $0x0000000c0000000c
-DATA iq1sPairIdx1<>+56(SB)/8, $0x0000000c0000000c
+DATA iq1sPairIdx1<>+0(SB)/8, $0x0000000200000002
+DATA iq1sPairIdx1<>+8(SB)/8, $0x0000000200000002
+DATA iq1sPairIdx1<>+16(SB)/8, $0x0000000200000002
+DATA iq1sPairIdx1<>+24(SB)/8, $0x0000000200000002
+DATA iq1sPairIdx1<>+32(SB)/8, $0x0000000300000003
+DATA iq1sPairIdx1<>+40(SB)/8, $0x0000000300000003
+DATA iq1sPairIdx1<>+48(SB)/8, $0x0000000300000003
+DATA iq1sPairIdx1<>+56(SB)/8, $0x0000000300000003
 GLOBL iq1sPairIdx1<>(SB), RODATA|NOPTR, $64
 
-// func iq1sPanelAVX512r2t4(w *byte, c *int32, ls *int32, dx *float32, a *byte, ts int, bs *int32, dy *float32, dys int, nb int, out *float32)
+// func iq1sPanelAVX512r4t4(w *byte, c *int32, ls *int32, dx *float32, a *byte, ts int, bs *int32, dy *float32, dys int, nb int, out *float32)
 // Requires: AVX, AVX512DQ, AVX512F, AVX512VL, FMA3
-TEXT ·iq1sPanelAVX512r2t4(SB), NOSPLIT, $0-88
-	MOVQ         w+0(FP), AX
-	MOVQ         c+8(FP), CX
-	MOVQ         ls+16(FP), DX
-	MOVQ         dx+24(FP), BX
-	MOVQ         a+32(FP), SI
-	MOVQ         ts+40(FP), DI
-	MOVQ         bs+48(FP), R8
-	MOVQ         dy+56(FP), R9
-	MOVQ         dys+64(FP), R10
-	MOVQ         nb+72(FP), R11
-	LEAQ         (DI)(DI*2), R12
-	VMOVDQU32    iqPanelTokIdx<>+0(SB), Z0
-	VPXORD       Z1, Z1, Z1
-	MOVL         $0x80808080, R13
-	VPBROADCASTD R13, Z2
-	VPXORD       Z3, Z3, Z3
-	VPXORD       Z4, Z4, Z4
-	VPXORD       Z5, Z5, Z5
-	VPXORD       Z6, Z6, Z6
+TEXT ·iq1sPanelAVX512r4t4(SB), NOSPLIT, $0-88
+	MOVQ    w+0(FP), AX
+	MOVQ    c+8(FP), CX
+	MOVQ    ls+16(FP), DX
+	MOVQ    dx+24(FP), BX
+	MOVQ    a+32(FP), SI
+	MOVQ    ts+40(FP), DI
+	MOVQ    bs+48(FP), R8
+	MOVQ    dy+56(FP), R9
+	MOVQ    dys+64(FP), R10
+	MOVQ    nb+72(FP), R11
+	MOVQ    out+80(FP), R12
+	LEAQ    (DI)(DI*2), R13
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (R12)
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
 
-iq1sPanelAVX512r2t4_loop:
-	VMOVUPS         (R9), X8
-	VPERMPS         Z8, Z0, Z7
+iq1sPanelAVX512r4t4_loop:
+	VMOVDQU32       iqPanelTokIdx<>+0(SB), Z0
+	VMOVUPS         (R9), X10
+	VPERMPS         Z10, Z0, Z11
 	VPXORD          Z9, Z9, Z9
-	VMOVDQU32       (R8), X8
+	VMOVDQU32       (R8), X10
 	ADDQ            R10, R8
-	VPERMD          Z8, Z0, Z10
-	VBROADCASTI32X4 (DX), Z11
-	VPDPWSSD        Z11, Z10, Z9
-	VMOVDQU32       (R8), X8
+	VPERMD          Z10, Z0, Z12
+	VBROADCASTI32X4 (DX), Z13
+	VPDPWSSD        Z13, Z12, Z9
+	VMOVDQU32       (R8), X10
 	ADDQ            R10, R8
-	VPERMD          Z8, Z0, Z10
-	VBROADCASTI32X4 64(DX), Z11
-	VPDPWSSD        Z11, Z10, Z9
-	VMOVDQU32       (R8), X8
+	VPERMD          Z10, Z0, Z12
+	VBROADCASTI32X4 64(DX), Z13
+	VPDPWSSD        Z13, Z12, Z9
+	VMOVDQU32       (R8), X10
 	ADDQ            R10, R8
-	VPERMD          Z8, Z0, Z10
-	VBROADCASTI32X4 128(DX), Z11
-	VPDPWSSD        Z11, Z10, Z9
-	VMOVDQU32       (R8), X8
+	VPERMD          Z10, Z0, Z12
+	VBROADCASTI32X4 128(DX), Z13
+	VPDPWSSD        Z13, Z12, Z9
+	VMOVDQU32       (R8), X10
 	ADDQ            R10, R8
-	VPERMD          Z8, Z0, Z10
-	VBROADCASTI32X4 192(DX), Z11
-	VPDPWSSD        Z11, Z10, Z9
-	VBROADCASTF32X4 (BX), Z10
-	VMULPS          Z10, Z7, Z10
+	VPERMD          Z10, Z0, Z0
+	VBROADCASTI32X4 192(DX), Z12
+	VPDPWSSD        Z12, Z0, Z9
+	VBROADCASTF32X4 (BX), Z0
+	VMULPS          Z0, Z11, Z0
 	VCVTDQ2PS       Z9, Z9
-	VFMADD231PS     Z9, Z10, Z1
-	VMOVDQU32       iq1sPairIdx0<>+0(SB), Z10
-	VPERMPS         Z7, Z10, Z10
-	VPXORD          4(SI), Z2, Z11
-	VPXORD          68(SI), Z2, Z20
-	VPXORD          132(SI), Z2, Z21
-	VPXORD          196(SI), Z2, Z22
-	VPXORD          Z12, Z12, Z12
-	VPDPBUSD        (AX), Z11, Z12
-	VPDPBUSD        64(AX), Z20, Z12
-	VPDPBUSD        128(AX), Z21, Z12
-	VPDPBUSD        192(AX), Z22, Z12
-	VPXORD          Z13, Z13, Z13
-	VPDPBUSD        256(AX), Z11, Z13
-	VPDPBUSD        320(AX), Z20, Z13
-	VPDPBUSD        384(AX), Z21, Z13
-	VPDPBUSD        448(AX), Z22, Z13
-	VPXORD          4(SI)(DI*1), Z2, Z11
-	VPXORD          68(SI)(DI*1), Z2, Z20
-	VPXORD          132(SI)(DI*1), Z2, Z21
-	VPXORD          196(SI)(DI*1), Z2, Z22
-	VPXORD          Z14, Z14, Z14
-	VPDPBUSD        (AX), Z11, Z14
-	VPDPBUSD        64(AX), Z20, Z14
-	VPDPBUSD        128(AX), Z21, Z14
-	VPDPBUSD        192(AX), Z22, Z14
-	VPXORD          Z15, Z15, Z15
-	VPDPBUSD        256(AX), Z11, Z15
-	VPDPBUSD        320(AX), Z20, Z15
-	VPDPBUSD        384(AX), Z21, Z15
-	VPDPBUSD        448(AX), Z22, Z15
-	VSHUFI64X2      $0x44, Z14, Z12, Z11
-	VSHUFI64X2      $0xee, Z14, Z12, Z20
-	VPADDD          Z20, Z11, Z11
-	VPSUBD          (CX), Z11, Z11
+	VMOVUPS         (R12), Z11
+	VFMADD231PS     Z9, Z0, Z11
+	VMOVUPS         Z11, (R12)
+	VMOVDQU32       (CX), Z0
+	VMOVDQU32       (CX), Z11
+	VMOVDQU32       (CX), Z12
+	VMOVDQU32       (CX), Z13
+	VMOVDQU32       64(CX), Z14
+	VMOVDQU32       64(CX), Z15
+	VMOVDQU32       64(CX), Z16
+	VMOVDQU32       64(CX), Z17
+	VBROADCASTI64X4 (SI), Z18
+	VPDPBUSD        (AX), Z18, Z0
+	VPDPBUSD        512(AX), Z18, Z14
+	VBROADCASTI64X4 (SI)(DI*1), Z18
+	VPDPBUSD        (AX), Z18, Z11
+	VPDPBUSD        512(AX), Z18, Z15
+	VBROADCASTI64X4 (SI)(DI*2), Z18
+	VPDPBUSD        (AX), Z18, Z12
+	VPDPBUSD        512(AX), Z18, Z16
+	VBROADCASTI64X4 (SI)(R13*1), Z18
+	VPDPBUSD        (AX), Z18, Z13
+	VPDPBUSD        512(AX), Z18, Z17
+	VBROADCASTI64X4 32(SI), Z18
+	VPDPBUSD        64(AX), Z18, Z0
+	VPDPBUSD        576(AX), Z18, Z14
+	VBROADCASTI64X4 32(SI)(DI*1), Z18
+	VPDPBUSD        64(AX), Z18, Z11
+	VPDPBUSD        576(AX), Z18, Z15
+	VBROADCASTI64X4 32(SI)(DI*2), Z18
+	VPDPBUSD        64(AX), Z18, Z12
+	VPDPBUSD        576(AX), Z18, Z16
+	VBROADCASTI64X4 32(SI)(R13*1), Z18
+	VPDPBUSD        64(AX), Z18, Z13
+	VPDPBUSD        576(AX), Z18, Z17
+	VBROADCASTI64X4 64(SI), Z18
+	VPDPBUSD        128(AX), Z18, Z0
+	VPDPBUSD        640(AX), Z18, Z14
+	VBROADCASTI64X4 64(SI)(DI*1), Z18
+	VPDPBUSD        128(AX), Z18, Z11
+	VPDPBUSD        640(AX), Z18, Z15
+	VBROADCASTI64X4 64(SI)(DI*2), Z18
+	VPDPBUSD        128(AX), Z18, Z12
+	VPDPBUSD        640(AX), Z18, Z16
+	VBROADCASTI64X4 64(SI)(R13*1), Z18
+	VPDPBUSD        128(AX), Z18, Z13
+	VPDPBUSD        640(AX), Z18, Z17
+	VBROADCASTI64X4 96(SI), Z18
+	VPDPBUSD        192(AX), Z18, Z0
+	VPDPBUSD        704(AX), Z18, Z14
+	VBROADCASTI64X4 96(SI)(DI*1), Z18
+	VPDPBUSD        192(AX), Z18, Z11
+	VPDPBUSD        704(AX), Z18, Z15
+	VBROADCASTI64X4 96(SI)(DI*2), Z18
+	VPDPBUSD        192(AX), Z18, Z12
+	VPDPBUSD        704(AX), Z18, Z16
+	VBROADCASTI64X4 96(SI)(R13*1), Z18
+	VPDPBUSD        192(AX), Z18, Z13
+	VPDPBUSD        704(AX), Z18, Z17
+	VBROADCASTI64X4 128(SI), Z18
+	VPDPBUSD        256(AX), Z18, Z0
+	VPDPBUSD        768(AX), Z18, Z14
+	VBROADCASTI64X4 128(SI)(DI*1), Z18
+	VPDPBUSD        256(AX), Z18, Z11
+	VPDPBUSD        768(AX), Z18, Z15
+	VBROADCASTI64X4 128(SI)(DI*2), Z18
+	VPDPBUSD        256(AX), Z18, Z12
+	VPDPBUSD        768(AX), Z18, Z16
+	VBROADCASTI64X4 128(SI)(R13*1), Z18
+	VPDPBUSD        256(AX), Z18, Z13
+	VPDPBUSD        768(AX), Z18, Z17
+	VBROADCASTI64X4 160(SI), Z18
+	VPDPBUSD        320(AX), Z18, Z0
+	VPDPBUSD        832(AX), Z18, Z14
+	VBROADCASTI64X4 160(SI)(DI*1), Z18
+	VPDPBUSD        320(AX), Z18, Z11
+	VPDPBUSD        832(AX), Z18, Z15
+	VBROADCASTI64X4 160(SI)(DI*2), Z18
+	VPDPBUSD        320(AX), Z18, Z12
+	VPDPBUSD        832(AX), Z18, Z16
+	VBROADCASTI64X4 160(SI)(R13*1), Z18
+	VPDPBUSD        320(AX), Z18, Z13
+	VPDPBUSD        832(AX), Z18, Z17
+	VBROADCASTI64X4 192(SI), Z18
+	VPDPBUSD        384(AX), Z18, Z0
+	VPDPBUSD        896(AX), Z18, Z14
+	VBROADCASTI64X4 192(SI)(DI*1), Z18
+	VPDPBUSD        384(AX), Z18, Z11
+	VPDPBUSD        896(AX), Z18, Z15
+	VBROADCASTI64X4 192(SI)(DI*2), Z18
+	VPDPBUSD        384(AX), Z18, Z12
+	VPDPBUSD        896(AX), Z18, Z16
+	VBROADCASTI64X4 192(SI)(R13*1), Z18
+	VPDPBUSD        384(AX), Z18, Z13
+	VPDPBUSD        896(AX), Z18, Z17
+	VBROADCASTI64X4 224(SI), Z18
+	VPDPBUSD        448(AX), Z18, Z0
+	VPDPBUSD        960(AX), Z18, Z14
+	VBROADCASTI64X4 224(SI)(DI*1), Z18
+	VPDPBUSD        448(AX), Z18, Z11
+	VPDPBUSD        960(AX), Z18, Z15
+	VBROADCASTI64X4 224(SI)(DI*2), Z18
+	VPDPBUSD        448(AX), Z18, Z12
+	VPDPBUSD        960(AX), Z18, Z16
+	VBROADCASTI64X4 224(SI)(R13*1), Z18
+	VPDPBUSD        448(AX), Z18, Z13
+	VPDPBUSD        960(AX), Z18, Z17
+	VMOVUPS         (BX), X10
+	VMOVDQU32       iq1sPairIdx0<>+0(SB), Z18
+	VPERMPS         Z10, Z18, Z18
+	VBROADCASTSS    (R9), Z19
+	VMULPS          Z18, Z19, Z19
+	VCVTDQ2PS       Z0, Z0
+	VFMADD231PS     Z0, Z19, Z1
+	VBROADCASTSS    4(R9), Z0
+	VMULPS          Z18, Z0, Z0
 	VCVTDQ2PS       Z11, Z11
-	VBROADCASTSS    (BX), Z20
-	VMULPS          Z20, Z10, Z20
-	VFMADD231PS     Z11, Z20, Z3
-	VSHUFI64X2      $0x44, Z15, Z13, Z11
-	VSHUFI64X2      $0xee, Z15, Z13, Z20
-	VPADDD          Z20, Z11, Z11
-	VPSUBD          64(CX), Z11, Z11
-	VCVTDQ2PS       Z11, Z11
-	VBROADCASTSS    4(BX), Z20
-	VMULPS          Z20, Z10, Z20
-	VFMADD231PS     Z11, Z20, Z5
-	VMOVDQU32       iq1sPairIdx1<>+0(SB), Z10
-	VPERMPS         Z7, Z10, Z10
-	VPXORD          4(SI)(DI*2), Z2, Z7
-	VPXORD          68(SI)(DI*2), Z2, Z11
-	VPXORD          132(SI)(DI*2), Z2, Z20
-	VPXORD          196(SI)(DI*2), Z2, Z21
-	VPXORD          Z16, Z16, Z16
-	VPDPBUSD        (AX), Z7, Z16
-	VPDPBUSD        64(AX), Z11, Z16
-	VPDPBUSD        128(AX), Z20, Z16
-	VPDPBUSD        192(AX), Z21, Z16
-	VPXORD          Z17, Z17, Z17
-	VPDPBUSD        256(AX), Z7, Z17
-	VPDPBUSD        320(AX), Z11, Z17
-	VPDPBUSD        384(AX), Z20, Z17
-	VPDPBUSD        448(AX), Z21, Z17
-	VPXORD          4(SI)(R12*1), Z2, Z7
-	VPXORD          68(SI)(R12*1), Z2, Z11
-	VPXORD          132(SI)(R12*1), Z2, Z20
-	VPXORD          196(SI)(R12*1), Z2, Z21
-	VPXORD          Z18, Z18, Z18
-	VPDPBUSD        (AX), Z7, Z18
-	VPDPBUSD        64(AX), Z11, Z18
-	VPDPBUSD        128(AX), Z20, Z18
-	VPDPBUSD        192(AX), Z21, Z18
-	VPXORD          Z19, Z19, Z19
-	VPDPBUSD        256(AX), Z7, Z19
-	VPDPBUSD        320(AX), Z11, Z19
-	VPDPBUSD        384(AX), Z20, Z19
-	VPDPBUSD        448(AX), Z21, Z19
-	VSHUFI64X2      $0x44, Z18, Z16, Z7
-	VSHUFI64X2      $0xee, Z18, Z16, Z11
-	VPADDD          Z11, Z7, Z7
-	VPSUBD          (CX), Z7, Z7
-	VCVTDQ2PS       Z7, Z7
-	VBROADCASTSS    (BX), Z11
-	VMULPS          Z11, Z10, Z11
-	VFMADD231PS     Z7, Z11, Z4
-	VSHUFI64X2      $0x44, Z19, Z17, Z7
-	VSHUFI64X2      $0xee, Z19, Z17, Z11
-	VPADDD          Z11, Z7, Z7
-	VPSUBD          64(CX), Z7, Z7
-	VCVTDQ2PS       Z7, Z7
-	VBROADCASTSS    4(BX), Z11
-	VMULPS          Z11, Z10, Z11
-	VFMADD231PS     Z7, Z11, Z6
+	VFMADD231PS     Z11, Z0, Z2
+	VBROADCASTSS    8(R9), Z0
+	VMULPS          Z18, Z0, Z0
+	VCVTDQ2PS       Z12, Z12
+	VFMADD231PS     Z12, Z0, Z3
+	VBROADCASTSS    12(R9), Z0
+	VMULPS          Z18, Z0, Z0
+	VCVTDQ2PS       Z13, Z13
+	VFMADD231PS     Z13, Z0, Z4
+	VMOVUPS         (BX), X10
+	VMOVDQU32       iq1sPairIdx1<>+0(SB), Z0
+	VPERMPS         Z10, Z0, Z0
+	VBROADCASTSS    (R9), Z11
+	VMULPS          Z0, Z11, Z11
+	VCVTDQ2PS       Z14, Z14
+	VFMADD231PS     Z14, Z11, Z5
+	VBROADCASTSS    4(R9), Z11
+	VMULPS          Z0, Z11, Z11
+	VCVTDQ2PS       Z15, Z15
+	VFMADD231PS     Z15, Z11, Z6
+	VBROADCASTSS    8(R9), Z11
+	VMULPS          Z0, Z11, Z11
+	VCVTDQ2PS       Z16, Z16
+	VFMADD231PS     Z16, Z11, Z7
+	VBROADCASTSS    12(R9), Z11
+	VMULPS          Z0, Z11, Z11
+	VCVTDQ2PS       Z17, Z17
+	VFMADD231PS     Z17, Z11, Z8
 	ADDQ            $0x00001000, AX
-	ADDQ            $0x00000400, CX
+	ADDQ            $0x00000200, CX
 	ADDQ            $0x00000100, DX
 	ADDQ            $0x40, BX
-	ADDQ            $0x00000124, SI
+	ADDQ            $0x00000100, SI
 	ADDQ            R10, R9
 	DECQ            R11
-	JNZ             iq1sPanelAVX512r2t4_loop
-	MOVQ            out+80(FP), AX
-	VMOVUPS         Z1, (AX)
-	MOVL            $0x3e000000, CX
-	VMOVD           CX, X0
+	JNZ             iq1sPanelAVX512r4t4_loop
+	MOVL            $0x3e000000, AX
+	VMOVD           AX, X0
+	VEXTRACTF32X4   $0x01, Y1, X9
+	VADDPS          X9, X1, X9
+	VMOVHLPS        X9, X9, X10
+	VADDPS          X10, X9, X9
+	VMOVSHDUP       X9, X10
+	VADDSS          X10, X9, X9
+	VFMADD231SS     (R12), X0, X9
+	VMOVSS          X9, (R12)
+	VEXTRACTF32X8   $0x01, Z1, Y1
+	VEXTRACTF32X4   $0x01, Y1, X9
+	VADDPS          X9, X1, X1
+	VMOVHLPS        X1, X1, X9
+	VADDPS          X9, X1, X1
+	VMOVSHDUP       X1, X9
+	VADDSS          X9, X1, X1
+	VFMADD231SS     4(R12), X0, X1
+	VMOVSS          X1, 4(R12)
+	VEXTRACTF32X4   $0x01, Y2, X1
+	VADDPS          X1, X2, X1
+	VMOVHLPS        X1, X1, X9
+	VADDPS          X9, X1, X1
+	VMOVSHDUP       X1, X9
+	VADDSS          X9, X1, X1
+	VFMADD231SS     16(R12), X0, X1
+	VMOVSS          X1, 16(R12)
+	VEXTRACTF32X8   $0x01, Z2, Y1
+	VEXTRACTF32X4   $0x01, Y1, X2
+	VADDPS          X2, X1, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     20(R12), X0, X1
+	VMOVSS          X1, 20(R12)
 	VEXTRACTF32X4   $0x01, Y3, X1
 	VADDPS          X1, X3, X1
 	VMOVHLPS        X1, X1, X2
 	VADDPS          X2, X1, X1
 	VMOVSHDUP       X1, X2
 	VADDSS          X2, X1, X1
-	VFMADD231SS     (AX), X0, X1
-	VMOVSS          X1, (AX)
+	VFMADD231SS     32(R12), X0, X1
+	VMOVSS          X1, 32(R12)
 	VEXTRACTF32X8   $0x01, Z3, Y1
 	VEXTRACTF32X4   $0x01, Y1, X2
 	VADDPS          X2, X1, X1
@@ -22663,16 +22751,16 @@ iq1sPanelAVX512r2t4_loop:
 	VADDPS          X2, X1, X1
 	VMOVSHDUP       X1, X2
 	VADDSS          X2, X1, X1
-	VFMADD231SS     16(AX), X0, X1
-	VMOVSS          X1, 16(AX)
+	VFMADD231SS     36(R12), X0, X1
+	VMOVSS          X1, 36(R12)
 	VEXTRACTF32X4   $0x01, Y4, X1
 	VADDPS          X1, X4, X1
 	VMOVHLPS        X1, X1, X2
 	VADDPS          X2, X1, X1
 	VMOVSHDUP       X1, X2
 	VADDSS          X2, X1, X1
-	VFMADD231SS     32(AX), X0, X1
-	VMOVSS          X1, 32(AX)
+	VFMADD231SS     48(R12), X0, X1
+	VMOVSS          X1, 48(R12)
 	VEXTRACTF32X8   $0x01, Z4, Y1
 	VEXTRACTF32X4   $0x01, Y1, X2
 	VADDPS          X2, X1, X1
@@ -22680,16 +22768,16 @@ iq1sPanelAVX512r2t4_loop:
 	VADDPS          X2, X1, X1
 	VMOVSHDUP       X1, X2
 	VADDSS          X2, X1, X1
-	VFMADD231SS     48(AX), X0, X1
-	VMOVSS          X1, 48(AX)
+	VFMADD231SS     52(R12), X0, X1
+	VMOVSS          X1, 52(R12)
 	VEXTRACTF32X4   $0x01, Y5, X1
 	VADDPS          X1, X5, X1
 	VMOVHLPS        X1, X1, X2
 	VADDPS          X2, X1, X1
 	VMOVSHDUP       X1, X2
 	VADDSS          X2, X1, X1
-	VFMADD231SS     4(AX), X0, X1
-	VMOVSS          X1, 4(AX)
+	VFMADD231SS     8(R12), X0, X1
+	VMOVSS          X1, 8(R12)
 	VEXTRACTF32X8   $0x01, Z5, Y1
 	VEXTRACTF32X4   $0x01, Y1, X2
 	VADDPS          X2, X1, X1
@@ -22697,16 +22785,16 @@ iq1sPanelAVX512r2t4_loop:
 	VADDPS          X2, X1, X1
 	VMOVSHDUP       X1, X2
 	VADDSS          X2, X1, X1
-	VFMADD231SS     20(AX), X0, X1
-	VMOVSS          X1, 20(AX)
+	VFMADD231SS     12(R12), X0, X1
+	VMOVSS          X1, 12(R12)
 	VEXTRACTF32X4   $0x01, Y6, X1
 	VADDPS          X1, X6, X1
 	VMOVHLPS        X1, X1, X2
 	VADDPS          X2, X1, X1
 	VMOVSHDUP       X1, X2
 	VADDSS          X2, X1, X1
-	VFMADD231SS     36(AX), X0, X1
-	VMOVSS          X1, 36(AX)
+	VFMADD231SS     24(R12), X0, X1
+	VMOVSS          X1, 24(R12)
 	VEXTRACTF32X8   $0x01, Z6, Y1
 	VEXTRACTF32X4   $0x01, Y1, X2
 	VADDPS          X2, X1, X1
@@ -22714,8 +22802,394 @@ iq1sPanelAVX512r2t4_loop:
 	VADDPS          X2, X1, X1
 	VMOVSHDUP       X1, X2
 	VADDSS          X2, X1, X1
-	VFMADD231SS     52(AX), X0, X1
-	VMOVSS          X1, 52(AX)
+	VFMADD231SS     28(R12), X0, X1
+	VMOVSS          X1, 28(R12)
+	VEXTRACTF32X4   $0x01, Y7, X1
+	VADDPS          X1, X7, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     40(R12), X0, X1
+	VMOVSS          X1, 40(R12)
+	VEXTRACTF32X8   $0x01, Z7, Y1
+	VEXTRACTF32X4   $0x01, Y1, X2
+	VADDPS          X2, X1, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     44(R12), X0, X1
+	VMOVSS          X1, 44(R12)
+	VEXTRACTF32X4   $0x01, Y8, X1
+	VADDPS          X1, X8, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     56(R12), X0, X1
+	VMOVSS          X1, 56(R12)
+	VEXTRACTF32X8   $0x01, Z8, Y1
+	VEXTRACTF32X4   $0x01, Y1, X2
+	VADDPS          X2, X1, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     60(R12), X0, X1
+	VMOVSS          X1, 60(R12)
+	VZEROUPPER
+	RET
+
+// func decodeIQ1SBytesAVX512(x *byte, nb int, w *byte, c *int32, ls *int32, dx *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·decodeIQ1SBytesAVX512(SB), NOSPLIT, $0-56
+	MOVQ         x+0(FP), AX
+	MOVQ         nb+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         c+24(FP), BX
+	MOVQ         ls+32(FP), SI
+	MOVQ         dx+40(FP), DI
+	MOVQ         grid+48(FP), R8
+	MOVL         $0x01010101, R9
+	VPBROADCASTD R9, Y0
+	MOVL         $0x000e000e, R9
+	VPBROADCASTD R9, X2
+	MOVL         $0x00010001, R9
+	VPBROADCASTD R9, X3
+	VPXORD       Y1, Y1, Y1
+
+decode_IQ1SB:
+	MOVWLZX        (AX), R9
+	VMOVD          R9, X4
+	VCVTPH2PS      X4, X4
+	VMOVSS         X4, (DI)
+	VPXORD         Y5, Y5, Y5
+	MOVWQZX        34(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        2(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        3(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        4(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        5(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, (DX)
+	VPDPBUSD       Y6, Y0, Y5
+	MOVWQZX        36(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        6(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        7(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        8(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        9(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, 64(DX)
+	VPDPBUSD       Y6, Y0, Y5
+	MOVWQZX        38(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        10(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        11(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        12(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        13(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, 128(DX)
+	VPDPBUSD       Y6, Y0, Y5
+	MOVWQZX        40(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        14(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        15(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        16(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        17(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, 192(DX)
+	VPDPBUSD       Y6, Y0, Y5
+	MOVWQZX        42(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        18(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        19(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        20(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        21(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, 256(DX)
+	VPDPBUSD       Y6, Y0, Y5
+	MOVWQZX        44(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        22(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        23(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        24(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        25(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, 320(DX)
+	VPDPBUSD       Y6, Y0, Y5
+	MOVWQZX        46(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        26(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        27(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        28(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        29(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, 384(DX)
+	VPDPBUSD       Y6, Y0, Y5
+	MOVWQZX        48(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        30(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        31(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        32(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        33(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, 448(DX)
+	VPDPBUSD       Y6, Y0, Y5
+	VPSLLD         $0x07, Y5, Y5
+	VPSUBD         Y5, Y1, Y5
+	VMOVDQU32      Y5, (BX)
+	VMOVDQU32      34(AX), X4
+	VPSRLW         $0x0b, X4, X6
+	VPANDD         X2, X6, X6
+	VPORD          X3, X6, X6
+	VPSRAW         $0x0f, X4, X4
+	VPXORD         X4, X6, X6
+	VPSUBW         X4, X6, X6
+	VMOVD          X6, (SI)
+	VPEXTRD        $0x01, X6, 64(SI)
+	VPEXTRD        $0x02, X6, 128(SI)
+	VPEXTRD        $0x03, X6, 192(SI)
+	ADDQ           $0x00000032, AX
+	ADDQ           $0x00001000, DX
+	ADDQ           $0x00000200, BX
+	ADDQ           $0x00000100, SI
+	ADDQ           $0x40, DI
+	DECQ           CX
+	JNZ            decode_IQ1SB
 	VZEROUPPER
 	RET
 

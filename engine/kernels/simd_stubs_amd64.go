@@ -381,14 +381,19 @@ func tq2PanelAVX512r4t4(w *byte, a *byte, ts int, dx *float32, dy *float32, dys 
 //go:noescape
 func decodeTQ2_0BytesAVX512(x *byte, nb int, w *byte, dx *float32)
 
-// iq1sPanelAVX512r2t4 sets out[4·t+i] to dotIQ1SRowGeneric of the byte-panel rows i < 2 at w
-// (block b at w + b·iqPanelGroup·256 + 256·i, lane corrections c, ±scales ls
-// of 4 rows, scales dx[b·iqPanelGroup+i] of 4 rows) and the q8KBlocks of tokens
-// t < 4 at a + t·ts
-// (bsums pairs bs[(4b+p)·dys/4+t], scale dy[b·dys/4+t]) (AVX-512 VNNI).
+// iq1sPanelAVX512r4t4 sets out[4·t+i] to dotIQ1SRowGeneric of the byte-panel rows i < 4 at w
+// (block b at w + b·iqPanelGroup·256, lane starts c, ±scales ls and scales
+// dx[b·iqPanelGroup+i]) and the unsigned quants of tokens t < 4 at a + t·ts
+// (bsums pairs bs[(4b+p)·dys/4+t], scale dy[b·dys/4+t]) (AVX-512 VNNI); out[16] is its scratch.
 //
 //go:noescape
-func iq1sPanelAVX512r2t4(w *byte, c *int32, ls *int32, dx *float32, a *byte, ts int, bs *int32, dy *float32, dys int, nb int, out *float32)
+func iq1sPanelAVX512r4t4(w *byte, c *int32, ls *int32, dx *float32, a *byte, ts int, bs *int32, dy *float32, dys int, nb int, out *float32)
+
+// decodeIQ1SBytesAVX512 writes the nb IQ1_S blocks at x into a slot of the byte panel
+// (decodeIQ1SBytePanel's values, lane starts, ±scales and scales) (AVX-512 VNNI).
+//
+//go:noescape
+func decodeIQ1SBytesAVX512(x *byte, nb int, w *byte, c *int32, ls *int32, dx *float32, grid *byte)
 
 // decodeIQ2XXSPanelAVX512 is decodeIQ3SPanelAVX512 for IQ2XXS.
 //
