@@ -75,10 +75,10 @@ type acts struct {
 	q6P []byte
 	// q8kW is, for products through the lattice types' panels (usesPanel),
 	// the quants widened to int16 in the panels' order (iqpanel.go).
-	q8kW  []int16
+	q8kW []int16
 	// q8kU is, for IQ1_S's byte panels, the quants plus 128 as bytes, in
 	// q8k's order (iq1spanel.go).
-	q8kU []uint8
+	q8kU  []uint8
 	rows  int
 	shift int // Q8_0: actShift
 	// yds is ydT's stride: rows, but 4 for 2 or 3 rows, which q8k and ydT then
