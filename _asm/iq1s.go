@@ -55,18 +55,7 @@ func dotIQ1SAVX2(tokens int) {
 	for ib := 0; ib < 8; ib++ {
 		h := GP64()
 		MOVWQZX(Mem{Base: x, Disp: 34 + 2*ib}, h)
-		g := gather8(grid, func(l int) GPVirtual {
-			r, t := GP64(), GP64()
-			MOVQ(h, t)
-			if l > 0 {
-				SHRQ(U8(3*l), t)
-			}
-			ANDQ(U8(7), t)
-			SHLQ(U8(8), t)
-			MOVBQZX(Mem{Base: x, Disp: 2 + 4*ib + l}, r)
-			ORQ(t, r)
-			return r
-		})
+		g := gather8(grid, iq1sIndex(x, h, ib))
 		SHRQ(U8(12), h)
 		ANDQ(U8(7), h)
 		LEAQ(Mem{Base: h, Index: h, Scale: 1, Disp: 1}, h)
@@ -158,4 +147,22 @@ func dotIQ1SAVX2(tokens int) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// iq1sIndex returns the index function of the four grid entries of IQ1_S
+// sub-block ib of the block at x, h holding its qh word: the low 8 bits from
+// qs, the top 3 from h.
+func iq1sIndex(x, h GPVirtual, ib int) func(l int) GPVirtual {
+	return func(l int) GPVirtual {
+		r, t := GP64(), GP64()
+		MOVQ(h, t)
+		if l > 0 {
+			SHRQ(U8(3*l), t)
+		}
+		ANDQ(U8(7), t)
+		SHLQ(U8(8), t)
+		MOVBQZX(Mem{Base: x, Disp: 2 + 4*ib + l}, r)
+		ORQ(t, r)
+		return r
+	}
 }

@@ -184,7 +184,8 @@ func decodeIQ1SBytesAVX512() {
 	Pragma("noescape")
 	Doc("decodeIQ1SBytesAVX512 writes the nb IQ1_S blocks at x into a slot of the byte panel",
 		"(decodeIQ1SBytePanel's values, lane starts, ±scales and scales) (AVX-512 VNNI).")
-	x := Load(Param("x"), GP64())
+	x := GP64()
+	Load(Param("x"), x)
 	n := Load(Param("nb"), GP64())
 	w := Load(Param("w"), GP64())
 	c := Load(Param("c"), GP64())
@@ -218,18 +219,7 @@ func decodeIQ1SBytesAVX512() {
 	for ib := 0; ib < 8; ib++ {
 		h := GP64()
 		MOVWQZX(Mem{Base: x, Disp: 34 + 2*ib}, h)
-		g := gather8x(grid, func(l int) GPVirtual {
-			r, t := GP64(), GP64()
-			MOVQ(h, t)
-			if l > 0 {
-				SHRQ(U8(3*l), t)
-			}
-			ANDQ(U8(7), t)
-			SHLQ(U8(8), t)
-			MOVBQZX(Mem{Base: x, Disp: 2 + 4*ib + l}, r)
-			ORQ(t, r)
-			return r
-		})
+		g := gather8x(grid, iq1sIndex(x, h, ib))
 		SHRQ(U8(12), h)
 		ANDQ(U8(7), h)
 		LEAQ(Mem{Base: h, Index: h, Scale: 1, Disp: 1}, h)
