@@ -25,6 +25,10 @@ type iq1sPanelBuf struct {
 	dx []float32
 }
 
+// iq1sPanelBlockBytes is the bytes of one row's block in the panel: values,
+// lane starts, ±scales and scale.
+const iq1sPanelBlockBytes = qkK + 8*4 + 4*4 + 4
+
 var iq1sPanelBufs = sync.Pool{New: func() any { return new(iq1sPanelBuf) }}
 
 // grow sizes the buffer for super groups of nb blocks.

@@ -16,7 +16,7 @@ func (m *matMul) iq1sPanelTokens(lo, hi int) int {
 	if nb == 0 {
 		return lo
 	}
-	super := min(iqPanelSuper, max(1, iqPanelBytes/(nb*iqPanelGroup*(qkK+100))))
+	super := min(iqPanelSuper, max(1, iqPanelBytes/(nb*iqPanelGroup*iq1sPanelBlockBytes)))
 	gb := nb * iqPanelGroup
 	buf := iq1sPanelBufs.Get().(*iq1sPanelBuf)
 	defer iq1sPanelBufs.Put(buf)
