@@ -223,8 +223,8 @@ func iqPanelSumConstants() {
 // leaving pair (i, t) in lane 4t+i), then per block
 // sum += ((f16(x.d)·y.d)·float(bsum))·factor, 16 pairs a register.
 //
-// With factorFirst (IQ1_S, iqPanelSumFAVX512r4t4) the step is
-// sum += (f16(x.d)·y.d)·(float(bsum)·factor), dotIQ1SBlock's order.
+// With factorFirst (IQ1_M, iqPanelSumFAVX512r4t4) the step is
+// sum += (f16(x.d)·y.d)·(float(bsum)·factor), dotIQ1MBlock's order.
 func iqPanelSumAVX512r4t4(name string, factorFirst bool) {
 	evex = true
 	defer func() { evex = false }()
@@ -330,81 +330,6 @@ func decodePanelAVX512(typ string, size int, group latticeGroup512) {
 	ADDQ(U8(4*iqPanelGroup), dx)
 	DECQ(n)
 	JNZ(LabelRef("decode_" + typ))
-	VZEROUPPER()
-	RET()
-}
-
-// decodeIQ1SPanelAVX512 emits the IQ1_S panel decoder: value q of sub-block ib
-// is ls·(8·grid + delta) (ls = 2·scale+1, delta = ±1), so that the block's one
-// integer sum is 8·sumi + sumi1 of dotIQ1SBlock and float(it)·0.125 is its
-// float32(sumi) + float32(0.125·float32(sumi1)) (both exact below 2^24).
-func decodeIQ1SPanelAVX512() {
-	evex = true
-	defer func() { evex = false }()
-	TEXT("decodeIQ1SPanelAVX512", NOSPLIT, "func(x *byte, nb int, w *int16, dx *float32, grid *byte)")
-	Pragma("noescape")
-	Doc("decodeIQ1SPanelAVX512 is decodeIQ3SPanelAVX512 for IQ1_S (values ls·(8·grid+delta)).")
-	x := GP64()
-	Load(Param("x"), x)
-	n := Load(Param("nb"), GP64())
-	w := Load(Param("w"), GP64())
-	dx := Load(Param("dx"), GP64())
-	grid := GP64()
-	Load(Param("grid"), grid)
-	perm := ZMM()
-	VMOVDQU32(iqPanelPerm, perm)
-
-	Label("decode_IQ1S")
-	d16 := GP32()
-	MOVWLZX(Mem{Base: x}, d16)
-	d := XMM()
-	VMOVD(d16, d)
-	VCVTPH2PS(d, d)
-	VMOVSS(d, Mem{Base: dx})
-	for ib := 0; ib < 8; ib++ {
-		h := GP64()
-		MOVWQZX(Mem{Base: x, Disp: 34 + 2*ib}, h)
-		g := gather8x(grid, func(l int) GPVirtual {
-			r, t := GP64(), GP64()
-			MOVQ(h, t)
-			SHRQ(U8(3*l), t)
-			ANDQ(U32(7), t)
-			SHLQ(U8(8), t)
-			MOVBQZX(Mem{Base: x, Disp: 2 + 4*ib + l}, r)
-			ORQ(t, r)
-			return r
-		})
-		// ls = 2·(h>>12&7)+1; c1 = 8·ls; c0 = ±ls (negative with bit 15).
-		ls, c0, sg := GP64(), GP64(), GP64()
-		MOVQ(h, ls)
-		SHRQ(U8(12), ls)
-		ANDQ(U32(7), ls)
-		LEAQ(Mem{Base: ls, Index: ls, Scale: 1, Disp: 1}, ls)
-		MOVQ(h, sg)
-		SHRQ(U8(15), sg) // 1 if negative
-		NEGQ(sg)         // 0 or all ones
-		MOVQ(ls, c0)
-		XORQ(sg, c0)
-		SUBQ(sg, c0) // ±ls
-		SHLQ(U8(3), ls)
-		c1x, c0x := XMM(), XMM()
-		VMOVD(ls.As32(), c1x)
-		VMOVD(c0.As32(), c0x)
-		c1v, c0v := ZMM(), ZMM()
-		VPBROADCASTW(c1x, c1v)
-		VPBROADCASTW(c0x, c0v)
-		v := ZMM()
-		VPMOVSXBW(g, v)
-		VPMULLW(c1v, v, v)
-		VPADDW(c0v, v, v)
-		VPERMD(v, perm, v)
-		VMOVDQU64(v, Mem{Base: w, Disp: 64 * ib})
-	}
-	ADDQ(U32(50), x)
-	ADDQ(U32(iqPanelGroup*iqPanelBlock), w)
-	ADDQ(U8(4*iqPanelGroup), dx)
-	DECQ(n)
-	JNZ(LabelRef("decode_IQ1S"))
 	VZEROUPPER()
 	RET()
 }

@@ -63,12 +63,13 @@
 // IQ2_S, IQ3_XXS and IQ3_S, the signs as mask registers, _asm/lattice512.go;
 // TQ1_0's a two-token form) with their pure-Go references' bits
 // (refquants.go, iquants.go). With AVX-512 VNNI (and BMI2), products of 6
-// tokens or more of IQ3_S, IQ3_XXS, IQ2_XXS, IQ2_XS, IQ2_S and IQ1_S go through
+// tokens or more of IQ3_S, IQ3_XXS, IQ2_XXS, IQ2_XS, IQ2_S and IQ1_M go through
 // panels instead (iqpanel.go, _asm/iqpanel.go; llama.cpp's iqp.cpp does the
 // same): groups of 16 rows (up to 4 at a time) decoded once per MatMul into
 // int16 with their scales folded in, the tokens' quants widened to int16, 4 rows by 4 tokens by VPDPWSSD,
 // the integer sums exact and the float steps the row kernels', so the same
-// bits (TestPanelMatMul, TestMatMulLevels). QuantizeRow writes every type but the lattice ones (CanQuantize),
+// bits (TestPanelMatMul, TestMatMulLevels). IQ1_S and TQ2_0 take byte panels
+// the same way, by VPDPBUSD (iq1spanel.go, tq2panel.go). QuantizeRow writes every type but the lattice ones (CanQuantize),
 // whose grids (iqgrids.go) are generated from ggml-common.h by internal/gengrids.
 // The decoders and dot products are checked against llama.cpp's own (ggml's
 // decoders and CPU vec_dot, through the npm peer's libraries: llamacpp_test.go).
@@ -87,8 +88,8 @@
 // Other head sizes keep 8 lanes in index order (ggml adds the values after the
 // last 64 in float64 there). SwiGLU is llama.cpp's op bit for bit as its AVX-512 builds
 // compute it (ggml_v_expf's arithmetic, expfGGML; TestSwiGLUMatchesLlamaCpp). The
-// Q4_1, Q5_1, Q3_K, Q5_K, Q6_K and IQ3_S dot products are ggml's vec_dot bit for bit
-// (TestDotMatchesLlamaCppBits): ggml keeps 8 float lanes per row (each a fused
+// Q4_1, Q5_1, Q3_K, Q5_K, Q6_K, IQ3_S and IQ1_S dot products are ggml's vec_dot bit for bit
+// (TestDotMatchesLlamaCppBits, TestDotIQ1SMatchesLlamaCppBits): ggml keeps 8 float lanes per row (each a fused
 // multiply-add of the block scale and the integer sum of 4 neighbouring
 // products); the others agree with it only to float rounding, one sum per block
 // (ggmlorder_test.go). Q4_0 and IQ4_NL give the bits of the repacked kernels

@@ -40,7 +40,8 @@ var panelPos = func() (p [32]uint8) {
 	return
 }()
 
-// panelType reports whether weights of type t have a panel decoder.
+// panelType reports whether weights of type t have a panel decoder (IQ1_S:
+// its own byte panels, iq1spanel.go).
 func panelType(t Type) bool {
 	switch t {
 	case IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M:
@@ -54,7 +55,7 @@ func panelType(t Type) bool {
 // for IQ3_S (8 float lanes, iqPanelAVX512r4t4).
 func panelFactor(t Type) float32 {
 	switch t {
-	case IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M:
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ1_M:
 		return 0.125
 	case IQ3_XXS:
 		return 0.25
@@ -63,9 +64,8 @@ func panelFactor(t Type) float32 {
 }
 
 // panelFactorFirst reports whether the block step of type t scales the
-// integer sum before the scales' product (IQ1_S and IQ1_M:
-// iqPanelSumFAVX512r4t4).
-func panelFactorFirst(t Type) bool { return t == IQ1_S || t == IQ1_M }
+// integer sum before the scales' product (IQ1_M: iqPanelSumFAVX512r4t4).
+func panelFactorFirst(t Type) bool { return t == IQ1_M }
 
 // panelPut writes v as value q (< 256) of a panel block.
 func panelPut(o []int16, q int, v int32) { o[q&^31+int(panelPos[q&31])] = int16(v) }
@@ -78,7 +78,7 @@ func decodePanelRow(typ Type, w []int16, dx []float32, row []byte, nb, i int) {
 	switch typ {
 	case IQ3_S:
 		decodeIQ3SPanel(w, dx, row, nb, i)
-	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M:
+	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_M:
 		bb := typ.BlockBytes()
 		_ = row[nb*bb-1]
 		for b := 0; b < nb; b++ {
@@ -98,8 +98,6 @@ func decodePanelRow(typ Type, w []int16, dx []float32, row []byte, nb, i int) {
 				decodeIQ2SPanel(o, blk)
 			case IQ3_XXS:
 				decodeIQ3XXSPanel(o, blk)
-			case IQ1_S:
-				decodeIQ1SPanel(o, blk)
 			case IQ1_M:
 				decodeIQ1MPanel(o, blk)
 			}
@@ -196,29 +194,8 @@ func decodeIQ3XXSPanel(o []int16, blk []byte) {
 	}
 }
 
-// decodeIQ1SPanel writes ls·(8·grid + delta): the block's one integer sum is
-// then 8·sumi + sumi1 of dotIQ1SBlock, and float(it)·0.125 equals its
-// float32(sumi) + float32(0.125·float32(sumi1)) (every term exact: the sums
-// stay below 2^24).
-func decodeIQ1SPanel(o []int16, blk []byte) {
-	for ib := 0; ib < 8; ib++ {
-		h := uint32(le16(blk[34+2*ib:]))
-		ls := int32(2*(h>>12&7) + 1)
-		delta := int32(1)
-		if h&0x8000 != 0 {
-			delta = -1
-		}
-		for l := 0; l < 4; l++ {
-			grid := iq1Grid(uint32(blk[2+4*ib+l]) | (h>>(3*l)&7)<<8)
-			for j := 0; j < 8; j++ {
-				panelPut(o, 32*ib+8*l+j, ls*(8*int32(int8(grid>>(8*j)))+delta))
-			}
-		}
-	}
-}
-
-// decodeIQ1MPanel is decodeIQ1SPanel for IQ1_M: ls·(8·grid + delta) with
-// ls = 2·scale+1 of the value's 16 and delta = ±1 of its 8, so the block's one
+// decodeIQ1MPanel writes IQ1_M's ls·(8·grid + delta), with ls = 2·scale+1 of
+// the value's 16 and delta = ±1 of its 8, so the block's one
 // integer sum is 8·sumi1 + sumi2 of dotIQ1MBlock (|value| ≤ 135; the sum stays
 // below 2^24) and float(it)·0.125 its float32(sumi1) + float32(0.125·float32(sumi2)).
 func decodeIQ1MPanel(o []int16, blk []byte) {

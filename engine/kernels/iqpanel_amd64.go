@@ -28,8 +28,11 @@ func usesPanel(wt Type, rows int) bool {
 // tokens a kernel call (a last 1-3 tokens with the 4 before them again: the
 // same bits), and returns the first row it left (at most 3 rows before hi).
 func (m *matMul) panelTokens(lo, hi int) int {
-	if m.w.Type == TQ2_0 {
+	switch m.w.Type {
+	case TQ2_0:
 		return m.tq2PanelTokens(lo, hi)
+	case IQ1_S:
+		return m.iq1sPanelTokens(lo, hi)
 	}
 	if !usesPanel(m.w.Type, m.nTok) || hi-lo < 4 {
 		return lo
@@ -102,8 +105,6 @@ func decodePanelRowAVX512(typ Type, w []int16, dx []float32, row []byte, nb, i i
 		decodeIQ2SPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq2sGrid[0])))
 	case IQ3_XXS:
 		decodeIQ3XXSPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
-	case IQ1_S:
-		decodeIQ1SPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 	case IQ1_M:
 		decodeIQ1MPanelAVX512(&row[0], nb, &w[i*qkK], &dx[i], (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 	default:

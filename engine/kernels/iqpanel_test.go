@@ -60,14 +60,18 @@ func panelTestActs(r *rand.Rand, rows, cols int, mode string) []float32 {
 	return x
 }
 
-// panelTypes are the types with panels.
-var panelTypes = []Type{IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M}
+// panelTypes are the types with int16 panels (IQ1_S and TQ2_0 have byte
+// panels: iq1spanel.go, tq2panel.go).
+var panelTypes = []Type{IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_M}
 
 // panelRef is the reference row dot of a panel type: dotIQ3SRowGeneric for
 // IQ3_S, the block reference's for the others.
 func panelRef(typ Type) func([]byte, []q8KBlock) float32 {
-	if typ == IQ3_S {
+	switch typ {
+	case IQ3_S:
 		return dotIQ3SRowGeneric
+	case IQ1_S:
+		return dotIQ1SRowGeneric
 	}
 	c, bb := refCodecOf(typ), typ.BlockBytes()
 	return func(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(c.dotK, bb, row, y) }
@@ -119,7 +123,7 @@ func testPanelDecode(t *testing.T, typ Type) {
 // outside any tile, token counts that leave 1-3 tokens after the fours, and
 // extreme weights and activations; it writes nothing outside its outputs.
 func TestPanelMatMul(t *testing.T) {
-	for _, typ := range append(panelTypes, TQ2_0) { // TQ2_0: its byte panels (tq2panel.go)
+	for _, typ := range append(panelTypes, TQ2_0, IQ1_S) { // TQ2_0, IQ1_S: their byte panels
 		testPanelMatMul(t, typ)
 	}
 }

@@ -297,29 +297,6 @@ func dequantIQ1S(y []float32, blk []byte) {
 	}
 }
 
-func dotIQ1SBlock(blk []byte, y *q8KBlock) float32 {
-	var sumi, sumi1 int32
-	for ib := 0; ib < 8; ib++ {
-		h := uint32(le16(blk[34+2*ib:]))
-		ls := int32(2*(h>>12&7) + 1)
-		delta := int32(1)
-		if h&0x8000 != 0 {
-			delta = -1
-		}
-		var lsum int32
-		for l := 0; l < 4; l++ {
-			grid := iq1Grid(uint32(blk[2+4*ib+l]) | (h>>(3*l)&7)<<8)
-			q8 := y.qs[32*ib+8*l:]
-			for j := 0; j < 8; j++ {
-				lsum += int32(q8[j]) * int32(int8(grid>>(8*j)))
-			}
-		}
-		sumi += ls * lsum
-		sumi1 += ls * delta * (int32(y.bsums[2*ib]) + int32(y.bsums[2*ib+1]))
-	}
-	return f16Table[le16(blk)] * y.d * (float32(sumi) + float32(iq1Delta*float32(sumi1))) // (no fused multiply-add)
-}
-
 // ---- IQ1_M: qs [32]byte (low 8 bits of the grid indices), qh [16]byte (per 8
 // weights 4 bits: the index's top 3 bits and the shift's sign), scales [8]byte
 // (four uint16: 3-bit scales per 16 weights in the low 12 bits of each, and the

@@ -76,7 +76,10 @@ type acts struct {
 	q6P []byte
 	// q8kW is, for products through the lattice types' panels (usesPanel),
 	// the quants widened to int16 in the panels' order (iqpanel.go).
-	q8kW  []int16
+	q8kW []int16
+	// q8kU is, for IQ1_S's byte panels, the quants plus 128 as bytes, in
+	// q8k's order (iq1spanel.go).
+	q8kU  []uint8
 	rows  int
 	shift int // Q8_0: actShift
 	// yds is ydT's stride: rows, but 4 for 2 or 3 rows, which q8k and ydT then
@@ -159,7 +162,15 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 				}
 			}
 		}
-		if usesPanel(wt, rows) {
+		switch {
+		case usesPanel(wt, rows) && wt == IQ1_S: // its byte panels read q8kU and bsT
+			a.bsT = grow(a.bsT, 4*nb*a.yds)
+			transposeBsums(a.bsT, a.q8k, nb, rows, a.yds)
+			a.q8kU = grow(a.q8kU, rows*nb*qkK)
+			for i := range rows * nb {
+				unsignQ8K(a.q8kU[i*qkK:(i+1)*qkK], &a.q8k[i].qs)
+			}
+		case usesPanel(wt, rows):
 			a.widenQ8K(nb, rows)
 		}
 	default:

@@ -39,7 +39,7 @@ func init() {
 	refCodecs[IQ2_S] = &refCodec{dequant: dequantIQ2S, dotK: dotIQ2SBlock}
 	refCodecs[IQ3_XXS] = &refCodec{dequant: dequantIQ3XXS, dotK: dotIQ3XXSBlock}
 	refCodecs[IQ3_S] = &refCodec{dequant: dequantIQ3S, dotK: dotIQ3SBlock}
-	refCodecs[IQ1_S] = &refCodec{dequant: dequantIQ1S, dotK: dotIQ1SBlock}
+	refCodecs[IQ1_S] = &refCodec{dequant: dequantIQ1S} // dotIQ1SRowGeneric: ggml's order is per row
 	refCodecs[IQ1_M] = &refCodec{dequant: dequantIQ1M, dotK: dotIQ1MBlock}
 }
 

@@ -493,8 +493,8 @@ func dotTQ1_0Row(row []byte, y []q8KBlock) float32 {
 }
 
 // The lattice types' row kernels: AVX2 only, the grid passed in. IQ2_XXS,
-// IQ2_XS, IQ2_S and IQ3_XXS have the block reference's bits, IQ3_S those of
-// dotIQ3SRowGeneric (ggml's float order).
+// IQ2_XS, IQ2_S and IQ3_XXS have the block reference's bits, IQ3_S and IQ1_S
+// those of dotIQ3SRowGeneric and dotIQ1SRowGeneric (ggml's float order).
 func dotIQ2XXSRow(row []byte, y []q8KBlock) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {
@@ -552,7 +552,7 @@ func dotIQ3SRow(row []byte, y []q8KBlock) float32 {
 func dotIQ1SRow(row []byte, y []q8KBlock) float32 {
 	n := len(y)
 	if n == 0 || !useAVX2 {
-		return dotKRowGeneric(dotIQ1SBlock, 50, row, y)
+		return dotIQ1SRowGeneric(row, y)
 	}
 	_ = row[n*50-1]
 	return dotIQ1SAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
@@ -596,7 +596,7 @@ func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
 // dotLatticeRows sets out[t] = the row dot of typ (IQ2_XXS, IQ2_XS, IQ2_S,
 // IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) of row and y[t*nb:(t+1)*nb] for each t <
 // len(out): with AVX-512, eight tokens at a time through the type's …AVX512x8
-// kernel (all but IQ1_M; BMI2 too; 6-7 left: the last eight again); then four tokens at a time
+// kernel (all but IQ1_S and IQ1_M; BMI2 too; 6-7 left: the last eight again); then four tokens at a time
 // through the type's …x4 kernel, then two through its …x2, each group's grid
 // entries, signs and scales decoded once for the tokens: the same bits. Three
 // tokens left after the fours go through the 4-token kernel again over the last
@@ -610,7 +610,7 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 		_, _ = row[nb*bb-1], y[n*nb-1]
 		stride := nb * int(unsafe.Sizeof(y[0]))
 		x := &row[0]
-		if useAVX512 && cpu.X86.HasBMI2 && typ != IQ1_M {
+		if useAVX512 && cpu.X86.HasBMI2 && typ != IQ1_M && typ != IQ1_S {
 			for ; t+8 <= n; t += 8 {
 				latticeAVX512x8(typ, x, (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
 			}
@@ -651,7 +651,7 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 	}
 }
 
-// latticeAVX512x8 calls typ's eight-token AVX-512 kernel (not IQ1_M).
+// latticeAVX512x8 calls typ's eight-token AVX-512 kernel (not IQ1_S or IQ1_M).
 func latticeAVX512x8(typ Type, x, y *byte, nb, stride int, o *float32) {
 	switch typ {
 	case IQ2_XXS:
@@ -664,8 +664,6 @@ func latticeAVX512x8(typ Type, x, y *byte, nb, stride int, o *float32) {
 		dotIQ3XXSAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq3xxsGrid[0])))
 	case IQ3_S:
 		dotIQ3SAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq3sGrid[0])))
-	case IQ1_S:
-		dotIQ1SAVX512x8(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 	}
 }
 

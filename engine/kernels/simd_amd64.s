@@ -20069,797 +20069,6 @@ done:
 	VMOVSS X7, 28(AX)
 	RET
 
-// func dotIQ1SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
-TEXT ·dotIQ1SAVX512x8(SB), NOSPLIT, $0-48
-	MOVQ         x+0(FP), AX
-	MOVQ         y+8(FP), CX
-	MOVQ         n+16(FP), DX
-	MOVQ         grid+40(FP), BX
-	MOVQ         stride+24(FP), SI
-	LEAQ         (SI)(SI*2), DI
-	LEAQ         (CX)(SI*4), R8
-	VPXORD       X0, X0, X0
-	VPXORD       X1, X1, X1
-	VPXORD       X2, X2, X2
-	VPXORD       X3, X3, X3
-	VPXORD       X4, X4, X4
-	VPXORD       X5, X5, X5
-	VPXORD       X6, X6, X6
-	VPXORD       X7, X7, X7
-	VPXORD       Y8, Y8, Y8
-	MOVL         $0x3e000000, R9
-	VMOVD        R9, X9
-	MOVL         $0x000e000e, R9
-	VMOVD        R9, X10
-	VPBROADCASTD X10, X10
-	MOVL         $0x00010001, R9
-	VMOVD        R9, X11
-	VPBROADCASTD X11, X11
-
-loop:
-	TESTQ         DX, DX
-	JZ            done
-	VPXORD        Y12, Y12, Y12
-	VPXORD        Y13, Y13, Y13
-	VPXORD        Y14, Y14, Y14
-	VPXORD        Y15, Y15, Y15
-	VPXORD        Y16, Y16, Y16
-	VPXORD        Y17, Y17, Y17
-	VPXORD        Y18, Y18, Y18
-	VPXORD        Y19, Y19, Y19
-	VMOVDQU32     34(AX), X20
-	VPSRLW        $0x0b, X20, X21
-	VPANDD        X10, X21, X21
-	VPORD         X11, X21, X21
-	VPSRAW        $0x0f, X20, X20
-	VPXORD        X20, X21, X21
-	VPSUBW        X20, X21, X21
-	VPMOVZXWD     X21, Y20
-	VPSLLD        $0x10, Y20, Y21
-	VPORD         Y21, Y20, Y20
-	VPMADDWD      260(CX), Y20, Y21
-	VPADDD        Y21, Y12, Y12
-	VPMADDWD      260(CX)(SI*1), Y20, Y21
-	VPADDD        Y21, Y13, Y13
-	VPMADDWD      260(CX)(SI*2), Y20, Y21
-	VPADDD        Y21, Y14, Y14
-	VPMADDWD      260(CX)(DI*1), Y20, Y21
-	VPADDD        Y21, Y15, Y15
-	VPMADDWD      260(R8), Y20, Y21
-	VPADDD        Y21, Y16, Y16
-	VPMADDWD      260(R8)(SI*1), Y20, Y21
-	VPADDD        Y21, Y17, Y17
-	VPMADDWD      260(R8)(SI*2), Y20, Y21
-	VPADDD        Y21, Y18, Y18
-	VPMADDWD      260(R8)(DI*1), Y20, Y20
-	VPADDD        Y20, Y19, Y19
-	MOVWQZX       34(AX), R9
-	MOVQ          R9, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       2(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X22
-	MOVQ          R9, R11
-	SHRQ          $0x03, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       3(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
-	MOVQ          R9, R11
-	SHRQ          $0x06, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       4(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X20
-	MOVQ          R9, R11
-	SHRQ          $0x09, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       5(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
-	VINSERTI32X4  $0x01, X20, Y22, Y20
-	VPMOVB2M      Y20, K1
-	VPABSB        Y20, Y20
-	SHRQ          $0x0c, R9
-	ANDQ          $0x07, R9
-	LEAQ          1(R9)(R9*1), R9
-	SHLQ          $0x03, R9
-	VMOVD         R9, X21
-	VPBROADCASTW  X21, Y21
-	VMOVDQU32     4(CX), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y12, Y12
-	VMOVDQU32     4(CX)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y13, Y13
-	VMOVDQU32     4(CX)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y14, Y14
-	VMOVDQU32     4(CX)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y15, Y15
-	VMOVDQU32     4(R8), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y16, Y16
-	VMOVDQU32     4(R8)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y17, Y17
-	VMOVDQU32     4(R8)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y18, Y18
-	VMOVDQU32     4(R8)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y20
-	VPMADDWD      Y21, Y20, Y20
-	VPADDD        Y20, Y19, Y19
-	MOVWQZX       36(AX), R9
-	MOVQ          R9, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       6(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X22
-	MOVQ          R9, R11
-	SHRQ          $0x03, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       7(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
-	MOVQ          R9, R11
-	SHRQ          $0x06, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       8(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X20
-	MOVQ          R9, R11
-	SHRQ          $0x09, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       9(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
-	VINSERTI32X4  $0x01, X20, Y22, Y20
-	VPMOVB2M      Y20, K1
-	VPABSB        Y20, Y20
-	SHRQ          $0x0c, R9
-	ANDQ          $0x07, R9
-	LEAQ          1(R9)(R9*1), R9
-	SHLQ          $0x03, R9
-	VMOVD         R9, X21
-	VPBROADCASTW  X21, Y21
-	VMOVDQU32     36(CX), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y12, Y12
-	VMOVDQU32     36(CX)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y13, Y13
-	VMOVDQU32     36(CX)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y14, Y14
-	VMOVDQU32     36(CX)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y15, Y15
-	VMOVDQU32     36(R8), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y16, Y16
-	VMOVDQU32     36(R8)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y17, Y17
-	VMOVDQU32     36(R8)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y18, Y18
-	VMOVDQU32     36(R8)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y20
-	VPMADDWD      Y21, Y20, Y20
-	VPADDD        Y20, Y19, Y19
-	MOVWQZX       38(AX), R9
-	MOVQ          R9, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       10(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X22
-	MOVQ          R9, R11
-	SHRQ          $0x03, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       11(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
-	MOVQ          R9, R11
-	SHRQ          $0x06, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       12(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X20
-	MOVQ          R9, R11
-	SHRQ          $0x09, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       13(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
-	VINSERTI32X4  $0x01, X20, Y22, Y20
-	VPMOVB2M      Y20, K1
-	VPABSB        Y20, Y20
-	SHRQ          $0x0c, R9
-	ANDQ          $0x07, R9
-	LEAQ          1(R9)(R9*1), R9
-	SHLQ          $0x03, R9
-	VMOVD         R9, X21
-	VPBROADCASTW  X21, Y21
-	VMOVDQU32     68(CX), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y12, Y12
-	VMOVDQU32     68(CX)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y13, Y13
-	VMOVDQU32     68(CX)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y14, Y14
-	VMOVDQU32     68(CX)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y15, Y15
-	VMOVDQU32     68(R8), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y16, Y16
-	VMOVDQU32     68(R8)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y17, Y17
-	VMOVDQU32     68(R8)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y18, Y18
-	VMOVDQU32     68(R8)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y20
-	VPMADDWD      Y21, Y20, Y20
-	VPADDD        Y20, Y19, Y19
-	MOVWQZX       40(AX), R9
-	MOVQ          R9, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       14(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X22
-	MOVQ          R9, R11
-	SHRQ          $0x03, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       15(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
-	MOVQ          R9, R11
-	SHRQ          $0x06, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       16(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X20
-	MOVQ          R9, R11
-	SHRQ          $0x09, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       17(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
-	VINSERTI32X4  $0x01, X20, Y22, Y20
-	VPMOVB2M      Y20, K1
-	VPABSB        Y20, Y20
-	SHRQ          $0x0c, R9
-	ANDQ          $0x07, R9
-	LEAQ          1(R9)(R9*1), R9
-	SHLQ          $0x03, R9
-	VMOVD         R9, X21
-	VPBROADCASTW  X21, Y21
-	VMOVDQU32     100(CX), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y12, Y12
-	VMOVDQU32     100(CX)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y13, Y13
-	VMOVDQU32     100(CX)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y14, Y14
-	VMOVDQU32     100(CX)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y15, Y15
-	VMOVDQU32     100(R8), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y16, Y16
-	VMOVDQU32     100(R8)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y17, Y17
-	VMOVDQU32     100(R8)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y18, Y18
-	VMOVDQU32     100(R8)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y20
-	VPMADDWD      Y21, Y20, Y20
-	VPADDD        Y20, Y19, Y19
-	MOVWQZX       42(AX), R9
-	MOVQ          R9, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       18(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X22
-	MOVQ          R9, R11
-	SHRQ          $0x03, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       19(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
-	MOVQ          R9, R11
-	SHRQ          $0x06, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       20(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X20
-	MOVQ          R9, R11
-	SHRQ          $0x09, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       21(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
-	VINSERTI32X4  $0x01, X20, Y22, Y20
-	VPMOVB2M      Y20, K1
-	VPABSB        Y20, Y20
-	SHRQ          $0x0c, R9
-	ANDQ          $0x07, R9
-	LEAQ          1(R9)(R9*1), R9
-	SHLQ          $0x03, R9
-	VMOVD         R9, X21
-	VPBROADCASTW  X21, Y21
-	VMOVDQU32     132(CX), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y12, Y12
-	VMOVDQU32     132(CX)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y13, Y13
-	VMOVDQU32     132(CX)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y14, Y14
-	VMOVDQU32     132(CX)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y15, Y15
-	VMOVDQU32     132(R8), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y16, Y16
-	VMOVDQU32     132(R8)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y17, Y17
-	VMOVDQU32     132(R8)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y18, Y18
-	VMOVDQU32     132(R8)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y20
-	VPMADDWD      Y21, Y20, Y20
-	VPADDD        Y20, Y19, Y19
-	MOVWQZX       44(AX), R9
-	MOVQ          R9, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       22(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X22
-	MOVQ          R9, R11
-	SHRQ          $0x03, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       23(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
-	MOVQ          R9, R11
-	SHRQ          $0x06, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       24(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X20
-	MOVQ          R9, R11
-	SHRQ          $0x09, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       25(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
-	VINSERTI32X4  $0x01, X20, Y22, Y20
-	VPMOVB2M      Y20, K1
-	VPABSB        Y20, Y20
-	SHRQ          $0x0c, R9
-	ANDQ          $0x07, R9
-	LEAQ          1(R9)(R9*1), R9
-	SHLQ          $0x03, R9
-	VMOVD         R9, X21
-	VPBROADCASTW  X21, Y21
-	VMOVDQU32     164(CX), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y12, Y12
-	VMOVDQU32     164(CX)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y13, Y13
-	VMOVDQU32     164(CX)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y14, Y14
-	VMOVDQU32     164(CX)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y15, Y15
-	VMOVDQU32     164(R8), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y16, Y16
-	VMOVDQU32     164(R8)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y17, Y17
-	VMOVDQU32     164(R8)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y18, Y18
-	VMOVDQU32     164(R8)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y20
-	VPMADDWD      Y21, Y20, Y20
-	VPADDD        Y20, Y19, Y19
-	MOVWQZX       46(AX), R9
-	MOVQ          R9, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       26(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X22
-	MOVQ          R9, R11
-	SHRQ          $0x03, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       27(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
-	MOVQ          R9, R11
-	SHRQ          $0x06, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       28(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X20
-	MOVQ          R9, R11
-	SHRQ          $0x09, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       29(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
-	VINSERTI32X4  $0x01, X20, Y22, Y20
-	VPMOVB2M      Y20, K1
-	VPABSB        Y20, Y20
-	SHRQ          $0x0c, R9
-	ANDQ          $0x07, R9
-	LEAQ          1(R9)(R9*1), R9
-	SHLQ          $0x03, R9
-	VMOVD         R9, X21
-	VPBROADCASTW  X21, Y21
-	VMOVDQU32     196(CX), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y12, Y12
-	VMOVDQU32     196(CX)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y13, Y13
-	VMOVDQU32     196(CX)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y14, Y14
-	VMOVDQU32     196(CX)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y15, Y15
-	VMOVDQU32     196(R8), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y16, Y16
-	VMOVDQU32     196(R8)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y17, Y17
-	VMOVDQU32     196(R8)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y18, Y18
-	VMOVDQU32     196(R8)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y20
-	VPMADDWD      Y21, Y20, Y20
-	VPADDD        Y20, Y19, Y19
-	MOVWQZX       48(AX), R9
-	MOVQ          R9, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       30(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X22
-	MOVQ          R9, R11
-	SHRQ          $0x03, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       31(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X22, X22
-	MOVQ          R9, R11
-	SHRQ          $0x06, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       32(AX), R10
-	ORQ           R11, R10
-	VMOVQ         (BX)(R10*8), X20
-	MOVQ          R9, R11
-	SHRQ          $0x09, R11
-	ANDQ          $0x07, R11
-	SHLQ          $0x08, R11
-	MOVBQZX       33(AX), R10
-	ORQ           R11, R10
-	VPINSRQ       $0x01, (BX)(R10*8), X20, X20
-	VINSERTI32X4  $0x01, X20, Y22, Y20
-	VPMOVB2M      Y20, K1
-	VPABSB        Y20, Y20
-	SHRQ          $0x0c, R9
-	ANDQ          $0x07, R9
-	LEAQ          1(R9)(R9*1), R9
-	SHLQ          $0x03, R9
-	VMOVD         R9, X21
-	VPBROADCASTW  X21, Y21
-	VMOVDQU32     228(CX), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y12, Y12
-	VMOVDQU32     228(CX)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y13, Y13
-	VMOVDQU32     228(CX)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y14, Y14
-	VMOVDQU32     228(CX)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y15, Y15
-	VMOVDQU32     228(R8), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y16, Y16
-	VMOVDQU32     228(R8)(SI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y17, Y17
-	VMOVDQU32     228(R8)(SI*2), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y23
-	VPMADDWD      Y21, Y23, Y23
-	VPADDD        Y23, Y18, Y18
-	VMOVDQU32     228(R8)(DI*1), Y23
-	VPSUBB        Y23, Y8, K1, Y23
-	VPMADDUBSW    Y23, Y20, Y20
-	VPMADDWD      Y21, Y20, Y20
-	VPADDD        Y20, Y19, Y19
-	MOVWLZX       (AX), R9
-	VMOVD         R9, X20
-	VCVTPH2PS     X20, X20
-	VEXTRACTI32X4 $0x01, Y12, X21
-	VPADDD        X21, X12, X21
-	VPSHUFD       $0x4e, X21, X22
-	VPADDD        X22, X21, X21
-	VPSHUFD       $0xb1, X21, X22
-	VPADDD        X22, X21, X21
-	VCVTDQ2PS     X21, X21
-	VMULSS        X9, X21, X21
-	VMULSS        (CX), X20, X22
-	VMULSS        X21, X22, X22
-	VADDSS        X22, X0, X0
-	VEXTRACTI32X4 $0x01, Y13, X21
-	VPADDD        X21, X13, X21
-	VPSHUFD       $0x4e, X21, X22
-	VPADDD        X22, X21, X21
-	VPSHUFD       $0xb1, X21, X22
-	VPADDD        X22, X21, X21
-	VCVTDQ2PS     X21, X21
-	VMULSS        X9, X21, X21
-	VMULSS        (CX)(SI*1), X20, X22
-	VMULSS        X21, X22, X22
-	VADDSS        X22, X1, X1
-	VEXTRACTI32X4 $0x01, Y14, X21
-	VPADDD        X21, X14, X21
-	VPSHUFD       $0x4e, X21, X22
-	VPADDD        X22, X21, X21
-	VPSHUFD       $0xb1, X21, X22
-	VPADDD        X22, X21, X21
-	VCVTDQ2PS     X21, X21
-	VMULSS        X9, X21, X21
-	VMULSS        (CX)(SI*2), X20, X22
-	VMULSS        X21, X22, X22
-	VADDSS        X22, X2, X2
-	VEXTRACTI32X4 $0x01, Y15, X21
-	VPADDD        X21, X15, X21
-	VPSHUFD       $0x4e, X21, X22
-	VPADDD        X22, X21, X21
-	VPSHUFD       $0xb1, X21, X22
-	VPADDD        X22, X21, X21
-	VCVTDQ2PS     X21, X21
-	VMULSS        X9, X21, X21
-	VMULSS        (CX)(DI*1), X20, X22
-	VMULSS        X21, X22, X22
-	VADDSS        X22, X3, X3
-	VEXTRACTI32X4 $0x01, Y16, X21
-	VPADDD        X21, X16, X21
-	VPSHUFD       $0x4e, X21, X22
-	VPADDD        X22, X21, X21
-	VPSHUFD       $0xb1, X21, X22
-	VPADDD        X22, X21, X21
-	VCVTDQ2PS     X21, X21
-	VMULSS        X9, X21, X21
-	VMULSS        (R8), X20, X22
-	VMULSS        X21, X22, X22
-	VADDSS        X22, X4, X4
-	VEXTRACTI32X4 $0x01, Y17, X21
-	VPADDD        X21, X17, X21
-	VPSHUFD       $0x4e, X21, X22
-	VPADDD        X22, X21, X21
-	VPSHUFD       $0xb1, X21, X22
-	VPADDD        X22, X21, X21
-	VCVTDQ2PS     X21, X21
-	VMULSS        X9, X21, X21
-	VMULSS        (R8)(SI*1), X20, X22
-	VMULSS        X21, X22, X22
-	VADDSS        X22, X5, X5
-	VEXTRACTI32X4 $0x01, Y18, X21
-	VPADDD        X21, X18, X21
-	VPSHUFD       $0x4e, X21, X22
-	VPADDD        X22, X21, X21
-	VPSHUFD       $0xb1, X21, X22
-	VPADDD        X22, X21, X21
-	VCVTDQ2PS     X21, X21
-	VMULSS        X9, X21, X21
-	VMULSS        (R8)(SI*2), X20, X22
-	VMULSS        X21, X22, X22
-	VADDSS        X22, X6, X6
-	VEXTRACTI32X4 $0x01, Y19, X21
-	VPADDD        X21, X19, X21
-	VPSHUFD       $0x4e, X21, X22
-	VPADDD        X22, X21, X21
-	VPSHUFD       $0xb1, X21, X22
-	VPADDD        X22, X21, X21
-	VCVTDQ2PS     X21, X21
-	VMULSS        X9, X21, X21
-	VMULSS        (R8)(DI*1), X20, X20
-	VMULSS        X21, X20, X20
-	VADDSS        X20, X7, X7
-	ADDQ          $0x00000124, CX
-	ADDQ          $0x00000124, R8
-	ADDQ          $0x00000032, AX
-	DECQ          DX
-	JMP           loop
-
-done:
-	VZEROUPPER
-	MOVQ   out+32(FP), AX
-	VMOVSS X0, (AX)
-	VMOVSS X1, 4(AX)
-	VMOVSS X2, 8(AX)
-	VMOVSS X3, 12(AX)
-	VMOVSS X4, 16(AX)
-	VMOVSS X5, 20(AX)
-	VMOVSS X6, 24(AX)
-	VMOVSS X7, 28(AX)
-	RET
-
 DATA iqPanelPerm<>+0(SB)/8, $0x0000000200000000
 DATA iqPanelPerm<>+8(SB)/8, $0x0000000600000004
 DATA iqPanelPerm<>+16(SB)/8, $0x0000000a00000008
@@ -22304,429 +21513,6 @@ iqPanelSumFAVX512r4t4_loop:
 	JNZ             iqPanelSumFAVX512r4t4_loop
 	MOVQ            out+64(FP), AX
 	VMOVUPS         Z1, (AX)
-	VZEROUPPER
-	RET
-
-// func decodeIQ1SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
-// Requires: AVX, AVX512BW, AVX512F, AVX512VL, F16C
-TEXT ·decodeIQ1SPanelAVX512(SB), NOSPLIT, $0-40
-	MOVQ      x+0(FP), AX
-	MOVQ      nb+8(FP), CX
-	MOVQ      w+16(FP), DX
-	MOVQ      dx+24(FP), BX
-	MOVQ      grid+32(FP), SI
-	VMOVDQU32 iqPanelPerm<>+0(SB), Z0
-
-decode_IQ1S:
-	MOVWLZX      (AX), DI
-	VMOVD        DI, X1
-	VCVTPH2PS    X1, X1
-	VMOVSS       X1, (BX)
-	MOVWQZX      34(AX), DI
-	MOVQ         DI, R9
-	SHRQ         $0x00, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      2(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X1
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      3(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      4(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X2
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      5(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
-	VINSERTI32X4 $0x01, X2, Y1, Y2
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
-	ANDQ         $0x00000007, R8
-	LEAQ         1(R8)(R8*1), R8
-	MOVQ         DI, R9
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	MOVQ         R8, DI
-	XORQ         R9, DI
-	SUBQ         R9, DI
-	SHLQ         $0x03, R8
-	VMOVD        R8, X3
-	VMOVD        DI, X1
-	VPBROADCASTW X3, Z3
-	VPBROADCASTW X1, Z4
-	VPMOVSXBW    Y2, Z2
-	VPMULLW      Z3, Z2, Z2
-	VPADDW       Z4, Z2, Z2
-	VPERMD       Z2, Z0, Z2
-	VMOVDQU64    Z2, (DX)
-	MOVWQZX      36(AX), DI
-	MOVQ         DI, R9
-	SHRQ         $0x00, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      6(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X1
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      7(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      8(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X2
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      9(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
-	VINSERTI32X4 $0x01, X2, Y1, Y2
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
-	ANDQ         $0x00000007, R8
-	LEAQ         1(R8)(R8*1), R8
-	MOVQ         DI, R9
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	MOVQ         R8, DI
-	XORQ         R9, DI
-	SUBQ         R9, DI
-	SHLQ         $0x03, R8
-	VMOVD        R8, X3
-	VMOVD        DI, X1
-	VPBROADCASTW X3, Z3
-	VPBROADCASTW X1, Z4
-	VPMOVSXBW    Y2, Z2
-	VPMULLW      Z3, Z2, Z2
-	VPADDW       Z4, Z2, Z2
-	VPERMD       Z2, Z0, Z2
-	VMOVDQU64    Z2, 64(DX)
-	MOVWQZX      38(AX), DI
-	MOVQ         DI, R9
-	SHRQ         $0x00, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      10(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X1
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      11(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      12(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X2
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      13(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
-	VINSERTI32X4 $0x01, X2, Y1, Y2
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
-	ANDQ         $0x00000007, R8
-	LEAQ         1(R8)(R8*1), R8
-	MOVQ         DI, R9
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	MOVQ         R8, DI
-	XORQ         R9, DI
-	SUBQ         R9, DI
-	SHLQ         $0x03, R8
-	VMOVD        R8, X3
-	VMOVD        DI, X1
-	VPBROADCASTW X3, Z3
-	VPBROADCASTW X1, Z4
-	VPMOVSXBW    Y2, Z2
-	VPMULLW      Z3, Z2, Z2
-	VPADDW       Z4, Z2, Z2
-	VPERMD       Z2, Z0, Z2
-	VMOVDQU64    Z2, 128(DX)
-	MOVWQZX      40(AX), DI
-	MOVQ         DI, R9
-	SHRQ         $0x00, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      14(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X1
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      15(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      16(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X2
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      17(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
-	VINSERTI32X4 $0x01, X2, Y1, Y2
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
-	ANDQ         $0x00000007, R8
-	LEAQ         1(R8)(R8*1), R8
-	MOVQ         DI, R9
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	MOVQ         R8, DI
-	XORQ         R9, DI
-	SUBQ         R9, DI
-	SHLQ         $0x03, R8
-	VMOVD        R8, X3
-	VMOVD        DI, X1
-	VPBROADCASTW X3, Z3
-	VPBROADCASTW X1, Z4
-	VPMOVSXBW    Y2, Z2
-	VPMULLW      Z3, Z2, Z2
-	VPADDW       Z4, Z2, Z2
-	VPERMD       Z2, Z0, Z2
-	VMOVDQU64    Z2, 192(DX)
-	MOVWQZX      42(AX), DI
-	MOVQ         DI, R9
-	SHRQ         $0x00, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      18(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X1
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      19(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      20(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X2
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      21(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
-	VINSERTI32X4 $0x01, X2, Y1, Y2
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
-	ANDQ         $0x00000007, R8
-	LEAQ         1(R8)(R8*1), R8
-	MOVQ         DI, R9
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	MOVQ         R8, DI
-	XORQ         R9, DI
-	SUBQ         R9, DI
-	SHLQ         $0x03, R8
-	VMOVD        R8, X3
-	VMOVD        DI, X1
-	VPBROADCASTW X3, Z3
-	VPBROADCASTW X1, Z4
-	VPMOVSXBW    Y2, Z2
-	VPMULLW      Z3, Z2, Z2
-	VPADDW       Z4, Z2, Z2
-	VPERMD       Z2, Z0, Z2
-	VMOVDQU64    Z2, 256(DX)
-	MOVWQZX      44(AX), DI
-	MOVQ         DI, R9
-	SHRQ         $0x00, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      22(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X1
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      23(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      24(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X2
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      25(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
-	VINSERTI32X4 $0x01, X2, Y1, Y2
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
-	ANDQ         $0x00000007, R8
-	LEAQ         1(R8)(R8*1), R8
-	MOVQ         DI, R9
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	MOVQ         R8, DI
-	XORQ         R9, DI
-	SUBQ         R9, DI
-	SHLQ         $0x03, R8
-	VMOVD        R8, X3
-	VMOVD        DI, X1
-	VPBROADCASTW X3, Z3
-	VPBROADCASTW X1, Z4
-	VPMOVSXBW    Y2, Z2
-	VPMULLW      Z3, Z2, Z2
-	VPADDW       Z4, Z2, Z2
-	VPERMD       Z2, Z0, Z2
-	VMOVDQU64    Z2, 320(DX)
-	MOVWQZX      46(AX), DI
-	MOVQ         DI, R9
-	SHRQ         $0x00, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      26(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X1
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      27(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      28(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X2
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      29(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
-	VINSERTI32X4 $0x01, X2, Y1, Y2
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
-	ANDQ         $0x00000007, R8
-	LEAQ         1(R8)(R8*1), R8
-	MOVQ         DI, R9
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	MOVQ         R8, DI
-	XORQ         R9, DI
-	SUBQ         R9, DI
-	SHLQ         $0x03, R8
-	VMOVD        R8, X3
-	VMOVD        DI, X1
-	VPBROADCASTW X3, Z3
-	VPBROADCASTW X1, Z4
-	VPMOVSXBW    Y2, Z2
-	VPMULLW      Z3, Z2, Z2
-	VPADDW       Z4, Z2, Z2
-	VPERMD       Z2, Z0, Z2
-	VMOVDQU64    Z2, 384(DX)
-	MOVWQZX      48(AX), DI
-	MOVQ         DI, R9
-	SHRQ         $0x00, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      30(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X1
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      31(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X1, X1
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      32(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (SI)(R8*8), X2
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x00000007, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      33(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (SI)(R8*8), X2, X2
-	VINSERTI32X4 $0x01, X2, Y1, Y2
-	MOVQ         DI, R8
-	SHRQ         $0x0c, R8
-	ANDQ         $0x00000007, R8
-	LEAQ         1(R8)(R8*1), R8
-	MOVQ         DI, R9
-	SHRQ         $0x0f, R9
-	NEGQ         R9
-	MOVQ         R8, DI
-	XORQ         R9, DI
-	SUBQ         R9, DI
-	SHLQ         $0x03, R8
-	VMOVD        R8, X3
-	VMOVD        DI, X1
-	VPBROADCASTW X3, Z3
-	VPBROADCASTW X1, Z4
-	VPMOVSXBW    Y2, Z2
-	VPMULLW      Z3, Z2, Z2
-	VPADDW       Z4, Z2, Z2
-	VPERMD       Z2, Z0, Z2
-	VMOVDQU64    Z2, 448(DX)
-	ADDQ         $0x00000032, AX
-	ADDQ         $0x00002000, DX
-	ADDQ         $0x40, BX
-	DECQ         CX
-	JNZ          decode_IQ1S
 	VZEROUPPER
 	RET
 
@@ -24599,6 +23385,726 @@ decode_TQ2_0B:
 	VZEROUPPER
 	RET
 
+DATA iq1sPairIdx0<>+0(SB)/8, $0x0000000000000000
+DATA iq1sPairIdx0<>+8(SB)/8, $0x0000000000000000
+DATA iq1sPairIdx0<>+16(SB)/8, $0x0000000000000000
+DATA iq1sPairIdx0<>+24(SB)/8, $0x0000000000000000
+DATA iq1sPairIdx0<>+32(SB)/8, $0x0000000100000001
+DATA iq1sPairIdx0<>+40(SB)/8, $0x0000000100000001
+DATA iq1sPairIdx0<>+48(SB)/8, $0x0000000100000001
+DATA iq1sPairIdx0<>+56(SB)/8, $0x0000000100000001
+GLOBL iq1sPairIdx0<>(SB), RODATA|NOPTR, $64
+
+DATA iq1sPairIdx1<>+0(SB)/8, $0x0000000200000002
+DATA iq1sPairIdx1<>+8(SB)/8, $0x0000000200000002
+DATA iq1sPairIdx1<>+16(SB)/8, $0x0000000200000002
+DATA iq1sPairIdx1<>+24(SB)/8, $0x0000000200000002
+DATA iq1sPairIdx1<>+32(SB)/8, $0x0000000300000003
+DATA iq1sPairIdx1<>+40(SB)/8, $0x0000000300000003
+DATA iq1sPairIdx1<>+48(SB)/8, $0x0000000300000003
+DATA iq1sPairIdx1<>+56(SB)/8, $0x0000000300000003
+GLOBL iq1sPairIdx1<>(SB), RODATA|NOPTR, $64
+
+// func iq1sPanelAVX512r4t4(w *byte, c *int32, ls *int32, dx *float32, a *byte, ts int, bs *int32, dy *float32, dys int, nb int, out *float32)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, FMA3
+TEXT ·iq1sPanelAVX512r4t4(SB), NOSPLIT, $0-88
+	MOVQ    w+0(FP), AX
+	MOVQ    c+8(FP), CX
+	MOVQ    ls+16(FP), DX
+	MOVQ    dx+24(FP), BX
+	MOVQ    a+32(FP), SI
+	MOVQ    ts+40(FP), DI
+	MOVQ    bs+48(FP), R8
+	MOVQ    dy+56(FP), R9
+	MOVQ    dys+64(FP), R10
+	MOVQ    nb+72(FP), R11
+	MOVQ    out+80(FP), R12
+	LEAQ    (DI)(DI*2), R13
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (R12)
+	VPXORD  Z1, Z1, Z1
+	VPXORD  Z2, Z2, Z2
+	VPXORD  Z3, Z3, Z3
+	VPXORD  Z4, Z4, Z4
+	VPXORD  Z5, Z5, Z5
+	VPXORD  Z6, Z6, Z6
+	VPXORD  Z7, Z7, Z7
+	VPXORD  Z8, Z8, Z8
+
+iq1sPanelAVX512r4t4_loop:
+	VMOVDQU32       iqPanelTokIdx<>+0(SB), Z0
+	VMOVUPS         (R9), X10
+	VPERMPS         Z10, Z0, Z11
+	VPXORD          Z9, Z9, Z9
+	VMOVDQU32       (R8), X10
+	ADDQ            R10, R8
+	VPERMD          Z10, Z0, Z12
+	VBROADCASTI32X4 (DX), Z13
+	VPDPWSSD        Z13, Z12, Z9
+	VMOVDQU32       (R8), X10
+	ADDQ            R10, R8
+	VPERMD          Z10, Z0, Z12
+	VBROADCASTI32X4 64(DX), Z13
+	VPDPWSSD        Z13, Z12, Z9
+	VMOVDQU32       (R8), X10
+	ADDQ            R10, R8
+	VPERMD          Z10, Z0, Z12
+	VBROADCASTI32X4 128(DX), Z13
+	VPDPWSSD        Z13, Z12, Z9
+	VMOVDQU32       (R8), X10
+	ADDQ            R10, R8
+	VPERMD          Z10, Z0, Z0
+	VBROADCASTI32X4 192(DX), Z12
+	VPDPWSSD        Z12, Z0, Z9
+	VBROADCASTF32X4 (BX), Z0
+	VMULPS          Z0, Z11, Z0
+	VCVTDQ2PS       Z9, Z9
+	VMOVUPS         (R12), Z11
+	VFMADD231PS     Z9, Z0, Z11
+	VMOVUPS         Z11, (R12)
+	VMOVDQU32       (CX), Z0
+	VMOVDQU32       (CX), Z11
+	VMOVDQU32       (CX), Z12
+	VMOVDQU32       (CX), Z13
+	VMOVDQU32       64(CX), Z14
+	VMOVDQU32       64(CX), Z15
+	VMOVDQU32       64(CX), Z16
+	VMOVDQU32       64(CX), Z17
+	VBROADCASTI64X4 (SI), Z18
+	VPDPBUSD        (AX), Z18, Z0
+	VPDPBUSD        512(AX), Z18, Z14
+	VBROADCASTI64X4 (SI)(DI*1), Z18
+	VPDPBUSD        (AX), Z18, Z11
+	VPDPBUSD        512(AX), Z18, Z15
+	VBROADCASTI64X4 (SI)(DI*2), Z18
+	VPDPBUSD        (AX), Z18, Z12
+	VPDPBUSD        512(AX), Z18, Z16
+	VBROADCASTI64X4 (SI)(R13*1), Z18
+	VPDPBUSD        (AX), Z18, Z13
+	VPDPBUSD        512(AX), Z18, Z17
+	VBROADCASTI64X4 32(SI), Z18
+	VPDPBUSD        64(AX), Z18, Z0
+	VPDPBUSD        576(AX), Z18, Z14
+	VBROADCASTI64X4 32(SI)(DI*1), Z18
+	VPDPBUSD        64(AX), Z18, Z11
+	VPDPBUSD        576(AX), Z18, Z15
+	VBROADCASTI64X4 32(SI)(DI*2), Z18
+	VPDPBUSD        64(AX), Z18, Z12
+	VPDPBUSD        576(AX), Z18, Z16
+	VBROADCASTI64X4 32(SI)(R13*1), Z18
+	VPDPBUSD        64(AX), Z18, Z13
+	VPDPBUSD        576(AX), Z18, Z17
+	VBROADCASTI64X4 64(SI), Z18
+	VPDPBUSD        128(AX), Z18, Z0
+	VPDPBUSD        640(AX), Z18, Z14
+	VBROADCASTI64X4 64(SI)(DI*1), Z18
+	VPDPBUSD        128(AX), Z18, Z11
+	VPDPBUSD        640(AX), Z18, Z15
+	VBROADCASTI64X4 64(SI)(DI*2), Z18
+	VPDPBUSD        128(AX), Z18, Z12
+	VPDPBUSD        640(AX), Z18, Z16
+	VBROADCASTI64X4 64(SI)(R13*1), Z18
+	VPDPBUSD        128(AX), Z18, Z13
+	VPDPBUSD        640(AX), Z18, Z17
+	VBROADCASTI64X4 96(SI), Z18
+	VPDPBUSD        192(AX), Z18, Z0
+	VPDPBUSD        704(AX), Z18, Z14
+	VBROADCASTI64X4 96(SI)(DI*1), Z18
+	VPDPBUSD        192(AX), Z18, Z11
+	VPDPBUSD        704(AX), Z18, Z15
+	VBROADCASTI64X4 96(SI)(DI*2), Z18
+	VPDPBUSD        192(AX), Z18, Z12
+	VPDPBUSD        704(AX), Z18, Z16
+	VBROADCASTI64X4 96(SI)(R13*1), Z18
+	VPDPBUSD        192(AX), Z18, Z13
+	VPDPBUSD        704(AX), Z18, Z17
+	VBROADCASTI64X4 128(SI), Z18
+	VPDPBUSD        256(AX), Z18, Z0
+	VPDPBUSD        768(AX), Z18, Z14
+	VBROADCASTI64X4 128(SI)(DI*1), Z18
+	VPDPBUSD        256(AX), Z18, Z11
+	VPDPBUSD        768(AX), Z18, Z15
+	VBROADCASTI64X4 128(SI)(DI*2), Z18
+	VPDPBUSD        256(AX), Z18, Z12
+	VPDPBUSD        768(AX), Z18, Z16
+	VBROADCASTI64X4 128(SI)(R13*1), Z18
+	VPDPBUSD        256(AX), Z18, Z13
+	VPDPBUSD        768(AX), Z18, Z17
+	VBROADCASTI64X4 160(SI), Z18
+	VPDPBUSD        320(AX), Z18, Z0
+	VPDPBUSD        832(AX), Z18, Z14
+	VBROADCASTI64X4 160(SI)(DI*1), Z18
+	VPDPBUSD        320(AX), Z18, Z11
+	VPDPBUSD        832(AX), Z18, Z15
+	VBROADCASTI64X4 160(SI)(DI*2), Z18
+	VPDPBUSD        320(AX), Z18, Z12
+	VPDPBUSD        832(AX), Z18, Z16
+	VBROADCASTI64X4 160(SI)(R13*1), Z18
+	VPDPBUSD        320(AX), Z18, Z13
+	VPDPBUSD        832(AX), Z18, Z17
+	VBROADCASTI64X4 192(SI), Z18
+	VPDPBUSD        384(AX), Z18, Z0
+	VPDPBUSD        896(AX), Z18, Z14
+	VBROADCASTI64X4 192(SI)(DI*1), Z18
+	VPDPBUSD        384(AX), Z18, Z11
+	VPDPBUSD        896(AX), Z18, Z15
+	VBROADCASTI64X4 192(SI)(DI*2), Z18
+	VPDPBUSD        384(AX), Z18, Z12
+	VPDPBUSD        896(AX), Z18, Z16
+	VBROADCASTI64X4 192(SI)(R13*1), Z18
+	VPDPBUSD        384(AX), Z18, Z13
+	VPDPBUSD        896(AX), Z18, Z17
+	VBROADCASTI64X4 224(SI), Z18
+	VPDPBUSD        448(AX), Z18, Z0
+	VPDPBUSD        960(AX), Z18, Z14
+	VBROADCASTI64X4 224(SI)(DI*1), Z18
+	VPDPBUSD        448(AX), Z18, Z11
+	VPDPBUSD        960(AX), Z18, Z15
+	VBROADCASTI64X4 224(SI)(DI*2), Z18
+	VPDPBUSD        448(AX), Z18, Z12
+	VPDPBUSD        960(AX), Z18, Z16
+	VBROADCASTI64X4 224(SI)(R13*1), Z18
+	VPDPBUSD        448(AX), Z18, Z13
+	VPDPBUSD        960(AX), Z18, Z17
+	VMOVUPS         (BX), X10
+	VMOVDQU32       iq1sPairIdx0<>+0(SB), Z18
+	VPERMPS         Z10, Z18, Z18
+	VBROADCASTSS    (R9), Z19
+	VMULPS          Z18, Z19, Z19
+	VCVTDQ2PS       Z0, Z0
+	VFMADD231PS     Z0, Z19, Z1
+	VBROADCASTSS    4(R9), Z0
+	VMULPS          Z18, Z0, Z0
+	VCVTDQ2PS       Z11, Z11
+	VFMADD231PS     Z11, Z0, Z2
+	VBROADCASTSS    8(R9), Z0
+	VMULPS          Z18, Z0, Z0
+	VCVTDQ2PS       Z12, Z12
+	VFMADD231PS     Z12, Z0, Z3
+	VBROADCASTSS    12(R9), Z0
+	VMULPS          Z18, Z0, Z0
+	VCVTDQ2PS       Z13, Z13
+	VFMADD231PS     Z13, Z0, Z4
+	VMOVUPS         (BX), X10
+	VMOVDQU32       iq1sPairIdx1<>+0(SB), Z0
+	VPERMPS         Z10, Z0, Z0
+	VBROADCASTSS    (R9), Z11
+	VMULPS          Z0, Z11, Z11
+	VCVTDQ2PS       Z14, Z14
+	VFMADD231PS     Z14, Z11, Z5
+	VBROADCASTSS    4(R9), Z11
+	VMULPS          Z0, Z11, Z11
+	VCVTDQ2PS       Z15, Z15
+	VFMADD231PS     Z15, Z11, Z6
+	VBROADCASTSS    8(R9), Z11
+	VMULPS          Z0, Z11, Z11
+	VCVTDQ2PS       Z16, Z16
+	VFMADD231PS     Z16, Z11, Z7
+	VBROADCASTSS    12(R9), Z11
+	VMULPS          Z0, Z11, Z11
+	VCVTDQ2PS       Z17, Z17
+	VFMADD231PS     Z17, Z11, Z8
+	ADDQ            $0x00001000, AX
+	ADDQ            $0x00000200, CX
+	ADDQ            $0x00000100, DX
+	ADDQ            $0x40, BX
+	ADDQ            $0x00000100, SI
+	ADDQ            R10, R9
+	DECQ            R11
+	JNZ             iq1sPanelAVX512r4t4_loop
+	MOVL            $0x3e000000, AX
+	VMOVD           AX, X0
+	VEXTRACTF32X4   $0x01, Y1, X9
+	VADDPS          X9, X1, X9
+	VMOVHLPS        X9, X9, X10
+	VADDPS          X10, X9, X9
+	VMOVSHDUP       X9, X10
+	VADDSS          X10, X9, X9
+	VFMADD231SS     (R12), X0, X9
+	VMOVSS          X9, (R12)
+	VEXTRACTF32X8   $0x01, Z1, Y1
+	VEXTRACTF32X4   $0x01, Y1, X9
+	VADDPS          X9, X1, X1
+	VMOVHLPS        X1, X1, X9
+	VADDPS          X9, X1, X1
+	VMOVSHDUP       X1, X9
+	VADDSS          X9, X1, X1
+	VFMADD231SS     4(R12), X0, X1
+	VMOVSS          X1, 4(R12)
+	VEXTRACTF32X4   $0x01, Y2, X1
+	VADDPS          X1, X2, X1
+	VMOVHLPS        X1, X1, X9
+	VADDPS          X9, X1, X1
+	VMOVSHDUP       X1, X9
+	VADDSS          X9, X1, X1
+	VFMADD231SS     16(R12), X0, X1
+	VMOVSS          X1, 16(R12)
+	VEXTRACTF32X8   $0x01, Z2, Y1
+	VEXTRACTF32X4   $0x01, Y1, X2
+	VADDPS          X2, X1, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     20(R12), X0, X1
+	VMOVSS          X1, 20(R12)
+	VEXTRACTF32X4   $0x01, Y3, X1
+	VADDPS          X1, X3, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     32(R12), X0, X1
+	VMOVSS          X1, 32(R12)
+	VEXTRACTF32X8   $0x01, Z3, Y1
+	VEXTRACTF32X4   $0x01, Y1, X2
+	VADDPS          X2, X1, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     36(R12), X0, X1
+	VMOVSS          X1, 36(R12)
+	VEXTRACTF32X4   $0x01, Y4, X1
+	VADDPS          X1, X4, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     48(R12), X0, X1
+	VMOVSS          X1, 48(R12)
+	VEXTRACTF32X8   $0x01, Z4, Y1
+	VEXTRACTF32X4   $0x01, Y1, X2
+	VADDPS          X2, X1, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     52(R12), X0, X1
+	VMOVSS          X1, 52(R12)
+	VEXTRACTF32X4   $0x01, Y5, X1
+	VADDPS          X1, X5, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     8(R12), X0, X1
+	VMOVSS          X1, 8(R12)
+	VEXTRACTF32X8   $0x01, Z5, Y1
+	VEXTRACTF32X4   $0x01, Y1, X2
+	VADDPS          X2, X1, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     12(R12), X0, X1
+	VMOVSS          X1, 12(R12)
+	VEXTRACTF32X4   $0x01, Y6, X1
+	VADDPS          X1, X6, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     24(R12), X0, X1
+	VMOVSS          X1, 24(R12)
+	VEXTRACTF32X8   $0x01, Z6, Y1
+	VEXTRACTF32X4   $0x01, Y1, X2
+	VADDPS          X2, X1, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     28(R12), X0, X1
+	VMOVSS          X1, 28(R12)
+	VEXTRACTF32X4   $0x01, Y7, X1
+	VADDPS          X1, X7, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     40(R12), X0, X1
+	VMOVSS          X1, 40(R12)
+	VEXTRACTF32X8   $0x01, Z7, Y1
+	VEXTRACTF32X4   $0x01, Y1, X2
+	VADDPS          X2, X1, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     44(R12), X0, X1
+	VMOVSS          X1, 44(R12)
+	VEXTRACTF32X4   $0x01, Y8, X1
+	VADDPS          X1, X8, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     56(R12), X0, X1
+	VMOVSS          X1, 56(R12)
+	VEXTRACTF32X8   $0x01, Z8, Y1
+	VEXTRACTF32X4   $0x01, Y1, X2
+	VADDPS          X2, X1, X1
+	VMOVHLPS        X1, X1, X2
+	VADDPS          X2, X1, X1
+	VMOVSHDUP       X1, X2
+	VADDSS          X2, X1, X1
+	VFMADD231SS     60(R12), X0, X1
+	VMOVSS          X1, 60(R12)
+	VZEROUPPER
+	RET
+
+// func decodeIQ1SBytesAVX512(x *byte, nb int, w *byte, c *int32, ls *int32, dx *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·decodeIQ1SBytesAVX512(SB), NOSPLIT, $0-56
+	MOVQ         x+0(FP), AX
+	MOVQ         nb+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         c+24(FP), BX
+	MOVQ         ls+32(FP), SI
+	MOVQ         dx+40(FP), DI
+	MOVQ         grid+48(FP), R8
+	MOVL         $0x01010101, R9
+	VPBROADCASTD R9, Y0
+	MOVL         $0x000e000e, R9
+	VPBROADCASTD R9, X2
+	MOVL         $0x00010001, R9
+	VPBROADCASTD R9, X3
+	VPXORD       Y1, Y1, Y1
+
+decode_IQ1SB:
+	MOVWLZX        (AX), R9
+	VMOVD          R9, X4
+	VCVTPH2PS      X4, X4
+	VMOVSS         X4, (DI)
+	VPXORD         Y5, Y5, Y5
+	MOVWQZX        34(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        2(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        3(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        4(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        5(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, (DX)
+	VPDPBUSD       Y6, Y0, Y5
+	MOVWQZX        36(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        6(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        7(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        8(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        9(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, 64(DX)
+	VPDPBUSD       Y6, Y0, Y5
+	MOVWQZX        38(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        10(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        11(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        12(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        13(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, 128(DX)
+	VPDPBUSD       Y6, Y0, Y5
+	MOVWQZX        40(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        14(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        15(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        16(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        17(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, 192(DX)
+	VPDPBUSD       Y6, Y0, Y5
+	MOVWQZX        42(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        18(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        19(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        20(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        21(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, 256(DX)
+	VPDPBUSD       Y6, Y0, Y5
+	MOVWQZX        44(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        22(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        23(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        24(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        25(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, 320(DX)
+	VPDPBUSD       Y6, Y0, Y5
+	MOVWQZX        46(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        26(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        27(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        28(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        29(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, 384(DX)
+	VPDPBUSD       Y6, Y0, Y5
+	MOVWQZX        48(AX), R9
+	MOVQ           R9, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        30(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X4
+	MOVQ           R9, R11
+	SHRQ           $0x03, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        31(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X4, X4
+	MOVQ           R9, R11
+	SHRQ           $0x06, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        32(AX), R10
+	ORQ            R11, R10
+	VMOVQ          (R8)(R10*8), X6
+	MOVQ           R9, R11
+	SHRQ           $0x09, R11
+	ANDQ           $0x07, R11
+	SHLQ           $0x08, R11
+	MOVBQZX        33(AX), R10
+	ORQ            R11, R10
+	VPINSRQ        $0x01, (R8)(R10*8), X6, X6
+	VINSERTI32X4   $0x01, X6, Y4, Y6
+	SHRQ           $0x0c, R9
+	ANDQ           $0x07, R9
+	LEAQ           1(R9)(R9*1), R9
+	VPMOVB2M       Y6, K1
+	VPTESTMB       Y6, Y6, K2
+	VPBROADCASTB.Z R9, K2, Y6
+	VPSUBB         Y6, Y1, K1, Y6
+	VMOVDQU8       Y6, 448(DX)
+	VPDPBUSD       Y6, Y0, Y5
+	VPSLLD         $0x07, Y5, Y5
+	VPSUBD         Y5, Y1, Y5
+	VMOVDQU32      Y5, (BX)
+	VMOVDQU32      34(AX), X4
+	VPSRLW         $0x0b, X4, X6
+	VPANDD         X2, X6, X6
+	VPORD          X3, X6, X6
+	VPSRAW         $0x0f, X4, X4
+	VPXORD         X4, X6, X6
+	VPSUBW         X4, X6, X6
+	VMOVD          X6, (SI)
+	VPEXTRD        $0x01, X6, 64(SI)
+	VPEXTRD        $0x02, X6, 128(SI)
+	VPEXTRD        $0x03, X6, 192(SI)
+	ADDQ           $0x00000032, AX
+	ADDQ           $0x00001000, DX
+	ADDQ           $0x00000200, BX
+	ADDQ           $0x00000100, SI
+	ADDQ           $0x40, DI
+	DECQ           CX
+	JNZ            decode_IQ1SB
+	VZEROUPPER
+	RET
+
 // func decodeIQ2XXSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
 TEXT ·decodeIQ2XXSPanelAVX512(SB), NOSPLIT, $0-40
@@ -26160,50 +25666,34 @@ decode_IQ2S:
 	RET
 
 // func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
-// Requires: AVX, AVX2, F16C, SSE
+// Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotIQ1SAVX2(SB), NOSPLIT, $0-36
-	MOVQ     x+0(FP), AX
-	MOVQ     y+8(FP), CX
-	MOVQ     n+16(FP), DX
-	MOVQ     grid+24(FP), BX
-	VXORPS   X0, X0, X0
-	MOVL     $0x3e000000, SI
-	VMOVD    SI, X1
-	VMOVDQU  byteOnes<>+0(SB), Y2
-	VPCMPEQW X3, X3, X3
-	VPSRLW   $0x0d, X3, X3
-	VPSLLW   $0x01, X3, X3
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+24(FP), BX
+	VXORPS  Y0, Y0, Y0
+	VXORPS  X1, X1, X1
+	VMOVDQU byteOnes<>+0(SB), Y2
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
-	VPXOR        Y4, Y4, Y4
-	VMOVDQU      34(AX), X5
-	VPSRLW       $0x0b, X5, X6
-	VPAND        X3, X6, X6
-	VPOR         ones16<>+0(SB), X6, X6
-	VPSRAW       $0x0f, X5, X5
-	VPXOR        X5, X6, X6
-	VPSUBW       X5, X6, X6
-	VPMOVZXWD    X6, Y5
-	VPSLLD       $0x10, Y5, Y6
-	VPOR         Y6, Y5, Y5
-	VPMADDWD     260(CX), Y5, Y5
-	VPADDD       Y5, Y4, Y4
+	VPXOR        Y3, Y3, Y3
 	MOVWQZX      34(AX), SI
 	MOVQ         SI, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      2(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
+	VMOVQ        (BX)(DI*8), X4
 	MOVQ         SI, R8
 	SHRQ         $0x03, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      3(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
 	MOVQ         SI, R8
 	SHRQ         $0x06, R8
 	ANDQ         $0x07, R8
@@ -26218,32 +25708,31 @@ loop:
 	MOVBQZX      5(AX), DI
 	ORQ          R8, DI
 	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VINSERTI128  $0x01, X5, Y7, Y5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	SHRQ         $0x0c, SI
 	ANDQ         $0x07, SI
 	LEAQ         1(SI)(SI*1), SI
-	SHLQ         $0x03, SI
 	VMOVD        SI, X6
 	VPBROADCASTW X6, Y6
-	VMOVDQU      4(CX), Y8
-	VPSIGNB      Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y5
+	VMOVDQU      4(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
 	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y4, Y4
+	VPADDD       Y5, Y3, Y3
 	MOVWQZX      36(AX), SI
 	MOVQ         SI, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      6(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
+	VMOVQ        (BX)(DI*8), X4
 	MOVQ         SI, R8
 	SHRQ         $0x03, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      7(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
 	MOVQ         SI, R8
 	SHRQ         $0x06, R8
 	ANDQ         $0x07, R8
@@ -26258,32 +25747,31 @@ loop:
 	MOVBQZX      9(AX), DI
 	ORQ          R8, DI
 	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VINSERTI128  $0x01, X5, Y7, Y5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	SHRQ         $0x0c, SI
 	ANDQ         $0x07, SI
 	LEAQ         1(SI)(SI*1), SI
-	SHLQ         $0x03, SI
 	VMOVD        SI, X6
 	VPBROADCASTW X6, Y6
-	VMOVDQU      36(CX), Y8
-	VPSIGNB      Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y5
+	VMOVDQU      36(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
 	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y4, Y4
+	VPADDD       Y5, Y3, Y3
 	MOVWQZX      38(AX), SI
 	MOVQ         SI, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      10(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
+	VMOVQ        (BX)(DI*8), X4
 	MOVQ         SI, R8
 	SHRQ         $0x03, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      11(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
 	MOVQ         SI, R8
 	SHRQ         $0x06, R8
 	ANDQ         $0x07, R8
@@ -26298,32 +25786,31 @@ loop:
 	MOVBQZX      13(AX), DI
 	ORQ          R8, DI
 	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VINSERTI128  $0x01, X5, Y7, Y5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	SHRQ         $0x0c, SI
 	ANDQ         $0x07, SI
 	LEAQ         1(SI)(SI*1), SI
-	SHLQ         $0x03, SI
 	VMOVD        SI, X6
 	VPBROADCASTW X6, Y6
-	VMOVDQU      68(CX), Y8
-	VPSIGNB      Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y5
+	VMOVDQU      68(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
 	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y4, Y4
+	VPADDD       Y5, Y3, Y3
 	MOVWQZX      40(AX), SI
 	MOVQ         SI, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      14(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
+	VMOVQ        (BX)(DI*8), X4
 	MOVQ         SI, R8
 	SHRQ         $0x03, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      15(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
 	MOVQ         SI, R8
 	SHRQ         $0x06, R8
 	ANDQ         $0x07, R8
@@ -26338,32 +25825,31 @@ loop:
 	MOVBQZX      17(AX), DI
 	ORQ          R8, DI
 	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VINSERTI128  $0x01, X5, Y7, Y5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	SHRQ         $0x0c, SI
 	ANDQ         $0x07, SI
 	LEAQ         1(SI)(SI*1), SI
-	SHLQ         $0x03, SI
 	VMOVD        SI, X6
 	VPBROADCASTW X6, Y6
-	VMOVDQU      100(CX), Y8
-	VPSIGNB      Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y5
+	VMOVDQU      100(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
 	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y4, Y4
+	VPADDD       Y5, Y3, Y3
 	MOVWQZX      42(AX), SI
 	MOVQ         SI, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      18(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
+	VMOVQ        (BX)(DI*8), X4
 	MOVQ         SI, R8
 	SHRQ         $0x03, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      19(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
 	MOVQ         SI, R8
 	SHRQ         $0x06, R8
 	ANDQ         $0x07, R8
@@ -26378,32 +25864,31 @@ loop:
 	MOVBQZX      21(AX), DI
 	ORQ          R8, DI
 	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VINSERTI128  $0x01, X5, Y7, Y5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	SHRQ         $0x0c, SI
 	ANDQ         $0x07, SI
 	LEAQ         1(SI)(SI*1), SI
-	SHLQ         $0x03, SI
 	VMOVD        SI, X6
 	VPBROADCASTW X6, Y6
-	VMOVDQU      132(CX), Y8
-	VPSIGNB      Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y5
+	VMOVDQU      132(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
 	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y4, Y4
+	VPADDD       Y5, Y3, Y3
 	MOVWQZX      44(AX), SI
 	MOVQ         SI, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      22(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
+	VMOVQ        (BX)(DI*8), X4
 	MOVQ         SI, R8
 	SHRQ         $0x03, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      23(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
 	MOVQ         SI, R8
 	SHRQ         $0x06, R8
 	ANDQ         $0x07, R8
@@ -26418,32 +25903,31 @@ loop:
 	MOVBQZX      25(AX), DI
 	ORQ          R8, DI
 	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VINSERTI128  $0x01, X5, Y7, Y5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	SHRQ         $0x0c, SI
 	ANDQ         $0x07, SI
 	LEAQ         1(SI)(SI*1), SI
-	SHLQ         $0x03, SI
 	VMOVD        SI, X6
 	VPBROADCASTW X6, Y6
-	VMOVDQU      164(CX), Y8
-	VPSIGNB      Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y5
+	VMOVDQU      164(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
 	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y4, Y4
+	VPADDD       Y5, Y3, Y3
 	MOVWQZX      46(AX), SI
 	MOVQ         SI, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      26(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
+	VMOVQ        (BX)(DI*8), X4
 	MOVQ         SI, R8
 	SHRQ         $0x03, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      27(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
 	MOVQ         SI, R8
 	SHRQ         $0x06, R8
 	ANDQ         $0x07, R8
@@ -26458,32 +25942,31 @@ loop:
 	MOVBQZX      29(AX), DI
 	ORQ          R8, DI
 	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VINSERTI128  $0x01, X5, Y7, Y5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	SHRQ         $0x0c, SI
 	ANDQ         $0x07, SI
 	LEAQ         1(SI)(SI*1), SI
-	SHLQ         $0x03, SI
 	VMOVD        SI, X6
 	VPBROADCASTW X6, Y6
-	VMOVDQU      196(CX), Y8
-	VPSIGNB      Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y5
+	VMOVDQU      196(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
 	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y4, Y4
+	VPADDD       Y5, Y3, Y3
 	MOVWQZX      48(AX), SI
 	MOVQ         SI, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      30(AX), DI
 	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
+	VMOVQ        (BX)(DI*8), X4
 	MOVQ         SI, R8
 	SHRQ         $0x03, R8
 	ANDQ         $0x07, R8
 	SHLQ         $0x08, R8
 	MOVBQZX      31(AX), DI
 	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
+	VPINSRQ      $0x01, (BX)(DI*8), X4, X4
 	MOVQ         SI, R8
 	SHRQ         $0x06, R8
 	ANDQ         $0x07, R8
@@ -26498,40 +25981,63 @@ loop:
 	MOVBQZX      33(AX), DI
 	ORQ          R8, DI
 	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
-	VINSERTI128  $0x01, X5, Y7, Y5
+	VINSERTI128  $0x01, X5, Y4, Y5
 	SHRQ         $0x0c, SI
 	ANDQ         $0x07, SI
 	LEAQ         1(SI)(SI*1), SI
-	SHLQ         $0x03, SI
 	VMOVD        SI, X6
 	VPBROADCASTW X6, Y6
-	VMOVDQU      228(CX), Y8
-	VPSIGNB      Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y2, Y5
+	VMOVDQU      228(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y5
 	VPMADDWD     Y6, Y5, Y5
-	VPADDD       Y5, Y4, Y4
-	VEXTRACTI128 $0x01, Y4, X5
-	VPADDD       X5, X4, X4
-	VPSHUFD      $0x4e, X4, X5
-	VPADDD       X5, X4, X4
-	VPSHUFD      $0xb1, X4, X5
-	VPADDD       X5, X4, X4
-	VCVTDQ2PS    X4, X4
-	VMULSS       X1, X4, X4
+	VPADDD       Y5, Y3, Y3
+	VMOVDQU      34(AX), X4
+	VPCMPEQW     X6, X6, X6
+	VPSRLW       $0x0d, X6, X6
+	VPSLLW       $0x01, X6, X6
+	VPSRLW       $0x0b, X4, X5
+	VPAND        X6, X5, X5
+	VPOR         ones16<>+0(SB), X5, X5
+	VPSRAW       $0x0f, X4, X4
+	VPXOR        X4, X5, X5
+	VPSUBW       X4, X5, X5
+	VPMOVZXWD    X5, Y5
+	VPSLLD       $0x10, Y5, Y6
+	VPOR         Y6, Y5, Y5
 	MOVWLZX      (AX), SI
-	VMOVD        SI, X5
-	VCVTPH2PS    X5, X5
-	VMULSS       (CX), X5, X5
-	VMULSS       X4, X5, X5
-	VADDSS       X5, X0, X0
+	VMOVD        SI, X4
+	VCVTPH2PS    X4, X4
+	VMULSS       (CX), X4, X4
+	VBROADCASTSS X4, Y6
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y6, Y0
+	VPMADDWD     260(CX), Y5, Y3
+	VEXTRACTI128 $0x01, Y3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0x4e, X3, X5
+	VPADDD       X5, X3, X3
+	VPSHUFD      $0xb1, X3, X5
+	VPADDD       X5, X3, X3
+	VCVTDQ2PS    X3, X3
+	VFMADD231SS  X3, X4, X1
 	ADDQ         $0x00000124, CX
 	ADDQ         $0x00000032, AX
 	DECQ         DX
 	JMP          loop
 
 done:
+	MOVL         $0x3e000000, AX
+	VMOVD        AX, X2
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X0
+	VMOVHLPS     X0, X0, X3
+	VADDPS       X3, X0, X0
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X0, X0
+	VFMADD231SS  X1, X2, X0
 	VZEROUPPER
-	MOVSS X0, ret+32(FP)
+	MOVSS        X0, ret+32(FP)
 	RET
 
 // func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
@@ -27015,441 +26521,453 @@ done:
 	RET
 
 // func dotIQ1SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, FMA3
 TEXT ·dotIQ1SAVX2x2(SB), NOSPLIT, $0-48
-	MOVQ     x+0(FP), AX
-	MOVQ     y+8(FP), CX
-	MOVQ     n+16(FP), DX
-	MOVQ     grid+40(FP), BX
-	MOVQ     stride+24(FP), SI
-	LEAQ     (CX)(SI*1), SI
-	VXORPS   X0, X0, X0
-	VXORPS   X1, X1, X1
-	MOVL     $0x3e000000, DI
-	VMOVD    DI, X2
-	VMOVDQU  byteOnes<>+0(SB), Y3
-	VPCMPEQW X4, X4, X4
-	VPSRLW   $0x0d, X4, X4
-	VPSLLW   $0x01, X4, X4
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+40(FP), BX
+	MOVQ    stride+24(FP), SI
+	LEAQ    (CX)(SI*1), SI
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	MOVQ    out+32(FP), DI
+	XORL    R8, R8
+	MOVL    R8, (DI)
+	MOVL    R8, 4(DI)
+	VMOVDQU byteOnes<>+0(SB), Y2
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
-	VPXOR        Y5, Y5, Y5
-	VPXOR        Y6, Y6, Y6
-	VMOVDQU      34(AX), X7
-	VPSRLW       $0x0b, X7, X8
-	VPAND        X4, X8, X8
-	VPOR         ones16<>+0(SB), X8, X8
-	VPSRAW       $0x0f, X7, X7
-	VPXOR        X7, X8, X8
-	VPSUBW       X7, X8, X8
-	VPMOVZXWD    X8, Y7
-	VPSLLD       $0x10, Y7, Y8
-	VPOR         Y8, Y7, Y7
-	VPMADDWD     260(CX), Y7, Y8
-	VPADDD       Y8, Y5, Y5
-	VPMADDWD     260(SI), Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	MOVWQZX      34(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      2(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X9
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      3(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      4(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X7
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      5(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
-	VINSERTI128  $0x01, X7, Y9, Y7
-	SHRQ         $0x0c, DI
-	ANDQ         $0x07, DI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x03, DI
-	VMOVD        DI, X8
-	VPBROADCASTW X8, Y8
-	VMOVDQU      4(CX), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      4(SI), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y7
-	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	MOVWQZX      36(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      6(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X9
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      7(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      8(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X7
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      9(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
-	VINSERTI128  $0x01, X7, Y9, Y7
-	SHRQ         $0x0c, DI
-	ANDQ         $0x07, DI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x03, DI
-	VMOVD        DI, X8
-	VPBROADCASTW X8, Y8
-	VMOVDQU      36(CX), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      36(SI), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y7
-	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	MOVWQZX      38(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      10(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X9
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      11(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      12(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X7
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      13(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
-	VINSERTI128  $0x01, X7, Y9, Y7
-	SHRQ         $0x0c, DI
-	ANDQ         $0x07, DI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x03, DI
-	VMOVD        DI, X8
-	VPBROADCASTW X8, Y8
-	VMOVDQU      68(CX), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      68(SI), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y7
-	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	MOVWQZX      40(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      14(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X9
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      15(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      16(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X7
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      17(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
-	VINSERTI128  $0x01, X7, Y9, Y7
-	SHRQ         $0x0c, DI
-	ANDQ         $0x07, DI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x03, DI
-	VMOVD        DI, X8
-	VPBROADCASTW X8, Y8
-	VMOVDQU      100(CX), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      100(SI), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y7
-	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	MOVWQZX      42(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      18(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X9
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      19(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      20(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X7
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      21(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
-	VINSERTI128  $0x01, X7, Y9, Y7
-	SHRQ         $0x0c, DI
-	ANDQ         $0x07, DI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x03, DI
-	VMOVD        DI, X8
-	VPBROADCASTW X8, Y8
-	VMOVDQU      132(CX), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      132(SI), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y7
-	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	MOVWQZX      44(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      22(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X9
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      23(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      24(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X7
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      25(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
-	VINSERTI128  $0x01, X7, Y9, Y7
-	SHRQ         $0x0c, DI
-	ANDQ         $0x07, DI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x03, DI
-	VMOVD        DI, X8
-	VPBROADCASTW X8, Y8
-	VMOVDQU      164(CX), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      164(SI), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y7
-	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	MOVWQZX      46(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      26(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X9
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      27(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      28(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X7
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      29(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
-	VINSERTI128  $0x01, X7, Y9, Y7
-	SHRQ         $0x0c, DI
-	ANDQ         $0x07, DI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x03, DI
-	VMOVD        DI, X8
-	VPBROADCASTW X8, Y8
-	VMOVDQU      196(CX), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      196(SI), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y7
-	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	MOVWQZX      48(AX), DI
-	MOVQ         DI, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      30(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X9
-	MOVQ         DI, R9
-	SHRQ         $0x03, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      31(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X9, X9
-	MOVQ         DI, R9
-	SHRQ         $0x06, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      32(AX), R8
-	ORQ          R9, R8
-	VMOVQ        (BX)(R8*8), X7
-	MOVQ         DI, R9
-	SHRQ         $0x09, R9
-	ANDQ         $0x07, R9
-	SHLQ         $0x08, R9
-	MOVBQZX      33(AX), R8
-	ORQ          R9, R8
-	VPINSRQ      $0x01, (BX)(R8*8), X7, X7
-	VINSERTI128  $0x01, X7, Y9, Y7
-	SHRQ         $0x0c, DI
-	ANDQ         $0x07, DI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x03, DI
-	VMOVD        DI, X8
-	VPBROADCASTW X8, Y8
-	VMOVDQU      228(CX), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y10
-	VPMADDWD     Y8, Y10, Y10
-	VPADDD       Y10, Y5, Y5
-	VMOVDQU      228(SI), Y10
-	VPSIGNB      Y7, Y10, Y10
-	VPMADDUBSW   Y10, Y3, Y7
-	VPMADDWD     Y8, Y7, Y7
-	VPADDD       Y7, Y6, Y6
-	VEXTRACTI128 $0x01, Y5, X7
-	VPADDD       X7, X5, X5
-	VPSHUFD      $0x4e, X5, X7
-	VPADDD       X7, X5, X5
-	VPSHUFD      $0xb1, X5, X7
-	VPADDD       X7, X5, X5
-	VCVTDQ2PS    X5, X5
-	VMULSS       X2, X5, X5
-	MOVWLZX      (AX), DI
-	VMOVD        DI, X7
-	VCVTPH2PS    X7, X7
-	VMULSS       (CX), X7, X7
-	VMULSS       X5, X7, X7
-	VADDSS       X7, X0, X0
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	MOVWQZX      34(AX), R8
+	MOVQ         R8, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      2(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X5
+	MOVQ         R8, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      3(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
+	MOVQ         R8, R10
+	SHRQ         $0x06, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      4(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X6
+	MOVQ         R8, R10
+	SHRQ         $0x09, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      5(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      4(CX), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VMOVDQU      4(SI), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVWQZX      36(AX), R8
+	MOVQ         R8, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      6(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X5
+	MOVQ         R8, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      7(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
+	MOVQ         R8, R10
+	SHRQ         $0x06, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      8(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X6
+	MOVQ         R8, R10
+	SHRQ         $0x09, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      9(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      36(CX), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VMOVDQU      36(SI), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVWQZX      38(AX), R8
+	MOVQ         R8, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      10(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X5
+	MOVQ         R8, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      11(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
+	MOVQ         R8, R10
+	SHRQ         $0x06, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      12(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X6
+	MOVQ         R8, R10
+	SHRQ         $0x09, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      13(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      68(CX), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VMOVDQU      68(SI), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVWQZX      40(AX), R8
+	MOVQ         R8, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      14(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X5
+	MOVQ         R8, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      15(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
+	MOVQ         R8, R10
+	SHRQ         $0x06, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      16(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X6
+	MOVQ         R8, R10
+	SHRQ         $0x09, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      17(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      100(CX), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VMOVDQU      100(SI), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVWQZX      42(AX), R8
+	MOVQ         R8, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      18(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X5
+	MOVQ         R8, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      19(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
+	MOVQ         R8, R10
+	SHRQ         $0x06, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      20(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X6
+	MOVQ         R8, R10
+	SHRQ         $0x09, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      21(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      132(CX), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VMOVDQU      132(SI), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVWQZX      44(AX), R8
+	MOVQ         R8, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      22(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X5
+	MOVQ         R8, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      23(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
+	MOVQ         R8, R10
+	SHRQ         $0x06, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      24(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X6
+	MOVQ         R8, R10
+	SHRQ         $0x09, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      25(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      164(CX), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VMOVDQU      164(SI), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVWQZX      46(AX), R8
+	MOVQ         R8, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      26(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X5
+	MOVQ         R8, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      27(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
+	MOVQ         R8, R10
+	SHRQ         $0x06, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      28(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X6
+	MOVQ         R8, R10
+	SHRQ         $0x09, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      29(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      196(CX), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VMOVDQU      196(SI), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	MOVWQZX      48(AX), R8
+	MOVQ         R8, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      30(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X5
+	MOVQ         R8, R10
+	SHRQ         $0x03, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      31(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X5, X5
+	MOVQ         R8, R10
+	SHRQ         $0x06, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      32(AX), R9
+	ORQ          R10, R9
+	VMOVQ        (BX)(R9*8), X6
+	MOVQ         R8, R10
+	SHRQ         $0x09, R10
+	ANDQ         $0x07, R10
+	SHLQ         $0x08, R10
+	MOVBQZX      33(AX), R9
+	ORQ          R10, R9
+	VPINSRQ      $0x01, (BX)(R9*8), X6, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	SHRQ         $0x0c, R8
+	ANDQ         $0x07, R8
+	LEAQ         1(R8)(R8*1), R8
+	VMOVD        R8, X7
+	VPBROADCASTW X7, Y7
+	VMOVDQU      228(CX), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	VMOVDQU      228(SI), Y8
+	VPSIGNB      Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y2, Y6
+	VPMADDWD     Y7, Y6, Y6
+	VPADDD       Y6, Y4, Y4
+	VMOVDQU      34(AX), X5
+	VPCMPEQW     X7, X7, X7
+	VPSRLW       $0x0d, X7, X7
+	VPSLLW       $0x01, X7, X7
+	VPSRLW       $0x0b, X5, X6
+	VPAND        X7, X6, X6
+	VPOR         ones16<>+0(SB), X6, X6
+	VPSRAW       $0x0f, X5, X5
+	VPXOR        X5, X6, X6
+	VPSUBW       X5, X6, X6
+	VPMOVZXWD    X6, Y6
+	VPSLLD       $0x10, Y6, Y7
+	VPOR         Y7, Y6, Y6
+	MOVWLZX      (AX), R8
+	VMOVD        R8, X5
+	VCVTPH2PS    X5, X5
+	VMULSS       (CX), X5, X8
+	VBROADCASTSS X8, Y7
+	VCVTDQ2PS    Y3, Y3
+	VFMADD231PS  Y3, Y7, Y0
+	VPMADDWD     260(CX), Y6, Y3
+	VEXTRACTI128 $0x01, Y3, X7
+	VPADDD       X7, X3, X3
+	VPSHUFD      $0x4e, X3, X7
+	VPADDD       X7, X3, X3
+	VPSHUFD      $0xb1, X3, X7
+	VPADDD       X7, X3, X3
+	VCVTDQ2PS    X3, X3
+	VMOVSS       (DI), X7
+	VFMADD231SS  X3, X8, X7
+	VMOVSS       X7, (DI)
 	ADDQ         $0x00000124, CX
-	VEXTRACTI128 $0x01, Y6, X5
-	VPADDD       X5, X6, X5
-	VPSHUFD      $0x4e, X5, X6
-	VPADDD       X6, X5, X5
-	VPSHUFD      $0xb1, X5, X6
-	VPADDD       X6, X5, X5
-	VCVTDQ2PS    X5, X5
-	VMULSS       X2, X5, X5
-	MOVWLZX      (AX), DI
-	VMOVD        DI, X6
-	VCVTPH2PS    X6, X6
-	VMULSS       (SI), X6, X6
-	VMULSS       X5, X6, X6
-	VADDSS       X6, X1, X1
+	VMULSS       (SI), X5, X5
+	VBROADCASTSS X5, Y3
+	VCVTDQ2PS    Y4, Y4
+	VFMADD231PS  Y4, Y3, Y1
+	VPMADDWD     260(SI), Y6, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0x4e, X3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0xb1, X3, X4
+	VPADDD       X4, X3, X3
+	VCVTDQ2PS    X3, X3
+	VMOVSS       4(DI), X4
+	VFMADD231SS  X3, X5, X4
+	VMOVSS       X4, 4(DI)
 	ADDQ         $0x00000124, SI
 	ADDQ         $0x00000032, AX
 	DECQ         DX
 	JMP          loop
 
 done:
+	MOVL         $0x3e000000, AX
+	VMOVD        AX, X2
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X0
+	VMOVHLPS     X0, X0, X3
+	VADDPS       X3, X0, X0
+	VMOVSHDUP    X0, X3
+	VADDSS       X3, X0, X0
+	VMOVSS       (DI), X3
+	VFMADD231SS  X3, X2, X0
+	VMOVSS       X0, (DI)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       4(DI), X1
+	VFMADD231SS  X1, X2, X0
+	VMOVSS       X0, 4(DI)
 	VZEROUPPER
-	MOVQ   out+32(FP), AX
-	VMOVSS X0, (AX)
-	VMOVSS X1, 4(AX)
 	RET
 
 // func dotIQ1MAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
@@ -28015,563 +27533,591 @@ done:
 	RET
 
 // func dotIQ1SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
-// Requires: AVX, AVX2, F16C
+// Requires: AVX, AVX2, F16C, FMA3
 TEXT ·dotIQ1SAVX2x4(SB), NOSPLIT, $0-48
-	MOVQ     x+0(FP), AX
-	MOVQ     y+8(FP), CX
-	MOVQ     n+16(FP), DX
-	MOVQ     grid+40(FP), BX
-	MOVQ     stride+24(FP), SI
-	LEAQ     (CX)(SI*1), DI
-	LEAQ     (DI)(SI*1), R8
-	LEAQ     (R8)(SI*1), SI
-	VXORPS   X0, X0, X0
-	VXORPS   X1, X1, X1
-	VXORPS   X2, X2, X2
-	VXORPS   X3, X3, X3
-	MOVL     $0x3e000000, R9
-	VMOVD    R9, X4
-	VMOVDQU  byteOnes<>+0(SB), Y5
-	VPCMPEQW X6, X6, X6
-	VPSRLW   $0x0d, X6, X6
-	VPSLLW   $0x01, X6, X6
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+40(FP), BX
+	MOVQ    stride+24(FP), SI
+	LEAQ    (CX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), SI
+	VXORPS  Y0, Y0, Y0
+	VXORPS  Y1, Y1, Y1
+	VXORPS  Y2, Y2, Y2
+	VXORPS  Y3, Y3, Y3
+	MOVQ    out+32(FP), R9
+	XORL    R10, R10
+	MOVL    R10, (R9)
+	MOVL    R10, 4(R9)
+	MOVL    R10, 8(R9)
+	MOVL    R10, 12(R9)
+	VMOVDQU byteOnes<>+0(SB), Y4
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
 	VPXOR        Y8, Y8, Y8
-	VPXOR        Y9, Y9, Y9
-	VPXOR        Y10, Y10, Y10
-	VMOVDQU      34(AX), X11
-	VPSRLW       $0x0b, X11, X12
-	VPAND        X6, X12, X12
-	VPOR         ones16<>+0(SB), X12, X12
-	VPSRAW       $0x0f, X11, X11
-	VPXOR        X11, X12, X12
-	VPSUBW       X11, X12, X12
-	VPMOVZXWD    X12, Y11
-	VPSLLD       $0x10, Y11, Y12
-	VPOR         Y12, Y11, Y11
-	VPMADDWD     260(CX), Y11, Y12
+	MOVWQZX      34(AX), R10
+	MOVQ         R10, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      2(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X9
+	MOVQ         R10, R12
+	SHRQ         $0x03, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      3(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	MOVQ         R10, R12
+	SHRQ         $0x06, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      4(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X10
+	MOVQ         R10, R12
+	SHRQ         $0x09, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      5(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	VMOVD        R10, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      4(CX), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      4(DI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      4(R8), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y7, Y7
-	VPMADDWD     260(DI), Y11, Y12
-	VPADDD       Y12, Y8, Y8
-	VPMADDWD     260(R8), Y11, Y12
-	VPADDD       Y12, Y9, Y9
-	VPMADDWD     260(SI), Y11, Y11
-	VPADDD       Y11, Y10, Y10
-	MOVWQZX      34(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      2(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X13
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      3(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      4(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X11
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      5(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
-	VINSERTI128  $0x01, X11, Y13, Y11
-	SHRQ         $0x0c, R9
-	ANDQ         $0x07, R9
-	LEAQ         1(R9)(R9*1), R9
-	SHLQ         $0x03, R9
-	VMOVD        R9, X12
-	VPBROADCASTW X12, Y12
-	VMOVDQU      4(CX), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VMOVDQU      4(DI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y8, Y8
-	VMOVDQU      4(R8), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y9, Y9
-	VMOVDQU      4(SI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y11
-	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y10, Y10
-	MOVWQZX      36(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      6(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X13
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      7(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      8(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X11
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      9(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
-	VINSERTI128  $0x01, X11, Y13, Y11
-	SHRQ         $0x0c, R9
-	ANDQ         $0x07, R9
-	LEAQ         1(R9)(R9*1), R9
-	SHLQ         $0x03, R9
-	VMOVD        R9, X12
-	VPBROADCASTW X12, Y12
-	VMOVDQU      36(CX), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VMOVDQU      36(DI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y8, Y8
-	VMOVDQU      36(R8), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y9, Y9
-	VMOVDQU      36(SI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y11
-	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y10, Y10
-	MOVWQZX      38(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      10(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X13
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      11(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      12(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X11
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      13(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
-	VINSERTI128  $0x01, X11, Y13, Y11
-	SHRQ         $0x0c, R9
-	ANDQ         $0x07, R9
-	LEAQ         1(R9)(R9*1), R9
-	SHLQ         $0x03, R9
-	VMOVD        R9, X12
-	VPBROADCASTW X12, Y12
-	VMOVDQU      68(CX), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VMOVDQU      68(DI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y8, Y8
-	VMOVDQU      68(R8), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y9, Y9
-	VMOVDQU      68(SI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y11
-	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y10, Y10
-	MOVWQZX      40(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      14(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X13
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      15(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      16(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X11
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      17(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
-	VINSERTI128  $0x01, X11, Y13, Y11
-	SHRQ         $0x0c, R9
-	ANDQ         $0x07, R9
-	LEAQ         1(R9)(R9*1), R9
-	SHLQ         $0x03, R9
-	VMOVD        R9, X12
-	VPBROADCASTW X12, Y12
-	VMOVDQU      100(CX), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VMOVDQU      100(DI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y8, Y8
-	VMOVDQU      100(R8), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y9, Y9
-	VMOVDQU      100(SI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y11
-	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y10, Y10
-	MOVWQZX      42(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      18(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X13
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      19(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      20(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X11
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      21(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
-	VINSERTI128  $0x01, X11, Y13, Y11
-	SHRQ         $0x0c, R9
-	ANDQ         $0x07, R9
-	LEAQ         1(R9)(R9*1), R9
-	SHLQ         $0x03, R9
-	VMOVD        R9, X12
-	VPBROADCASTW X12, Y12
-	VMOVDQU      132(CX), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VMOVDQU      132(DI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y8, Y8
-	VMOVDQU      132(R8), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y9, Y9
-	VMOVDQU      132(SI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y11
-	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y10, Y10
-	MOVWQZX      44(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      22(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X13
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      23(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      24(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X11
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      25(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
-	VINSERTI128  $0x01, X11, Y13, Y11
-	SHRQ         $0x0c, R9
-	ANDQ         $0x07, R9
-	LEAQ         1(R9)(R9*1), R9
-	SHLQ         $0x03, R9
-	VMOVD        R9, X12
-	VPBROADCASTW X12, Y12
-	VMOVDQU      164(CX), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VMOVDQU      164(DI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y8, Y8
-	VMOVDQU      164(R8), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y9, Y9
-	VMOVDQU      164(SI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y11
-	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y10, Y10
-	MOVWQZX      46(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      26(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X13
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      27(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      28(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X11
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      29(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
-	VINSERTI128  $0x01, X11, Y13, Y11
-	SHRQ         $0x0c, R9
-	ANDQ         $0x07, R9
-	LEAQ         1(R9)(R9*1), R9
-	SHLQ         $0x03, R9
-	VMOVD        R9, X12
-	VPBROADCASTW X12, Y12
-	VMOVDQU      196(CX), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VMOVDQU      196(DI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y8, Y8
-	VMOVDQU      196(R8), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y9, Y9
-	VMOVDQU      196(SI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y11
-	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y10, Y10
-	MOVWQZX      48(AX), R9
-	MOVQ         R9, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      30(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X13
-	MOVQ         R9, R11
-	SHRQ         $0x03, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      31(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X13, X13
-	MOVQ         R9, R11
-	SHRQ         $0x06, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      32(AX), R10
-	ORQ          R11, R10
-	VMOVQ        (BX)(R10*8), X11
-	MOVQ         R9, R11
-	SHRQ         $0x09, R11
-	ANDQ         $0x07, R11
-	SHLQ         $0x08, R11
-	MOVBQZX      33(AX), R10
-	ORQ          R11, R10
-	VPINSRQ      $0x01, (BX)(R10*8), X11, X11
-	VINSERTI128  $0x01, X11, Y13, Y11
-	SHRQ         $0x0c, R9
-	ANDQ         $0x07, R9
-	LEAQ         1(R9)(R9*1), R9
-	SHLQ         $0x03, R9
-	VMOVD        R9, X12
-	VPBROADCASTW X12, Y12
-	VMOVDQU      228(CX), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y7, Y7
-	VMOVDQU      228(DI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y8, Y8
-	VMOVDQU      228(R8), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y14
-	VPMADDWD     Y12, Y14, Y14
-	VPADDD       Y14, Y9, Y9
-	VMOVDQU      228(SI), Y14
-	VPSIGNB      Y11, Y14, Y14
-	VPMADDUBSW   Y14, Y5, Y11
-	VPMADDWD     Y12, Y11, Y11
-	VPADDD       Y11, Y10, Y10
-	VEXTRACTI128 $0x01, Y7, X11
-	VPADDD       X11, X7, X7
-	VPSHUFD      $0x4e, X7, X11
-	VPADDD       X11, X7, X7
-	VPSHUFD      $0xb1, X7, X11
-	VPADDD       X11, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       X4, X7, X7
-	MOVWLZX      (AX), R9
-	VMOVD        R9, X11
-	VCVTPH2PS    X11, X11
-	VMULSS       (CX), X11, X11
-	VMULSS       X7, X11, X11
-	VADDSS       X11, X0, X0
+	VMOVDQU      4(SI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      36(AX), R10
+	MOVQ         R10, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      6(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X9
+	MOVQ         R10, R12
+	SHRQ         $0x03, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      7(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	MOVQ         R10, R12
+	SHRQ         $0x06, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      8(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X10
+	MOVQ         R10, R12
+	SHRQ         $0x09, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      9(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	VMOVD        R10, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      36(CX), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      36(DI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      36(R8), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VMOVDQU      36(SI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      38(AX), R10
+	MOVQ         R10, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      10(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X9
+	MOVQ         R10, R12
+	SHRQ         $0x03, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      11(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	MOVQ         R10, R12
+	SHRQ         $0x06, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      12(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X10
+	MOVQ         R10, R12
+	SHRQ         $0x09, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      13(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	VMOVD        R10, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      68(CX), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      68(DI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      68(R8), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VMOVDQU      68(SI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      40(AX), R10
+	MOVQ         R10, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      14(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X9
+	MOVQ         R10, R12
+	SHRQ         $0x03, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      15(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	MOVQ         R10, R12
+	SHRQ         $0x06, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      16(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X10
+	MOVQ         R10, R12
+	SHRQ         $0x09, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      17(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	VMOVD        R10, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      100(CX), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      100(DI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      100(R8), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VMOVDQU      100(SI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      42(AX), R10
+	MOVQ         R10, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      18(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X9
+	MOVQ         R10, R12
+	SHRQ         $0x03, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      19(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	MOVQ         R10, R12
+	SHRQ         $0x06, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      20(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X10
+	MOVQ         R10, R12
+	SHRQ         $0x09, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      21(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	VMOVD        R10, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      132(CX), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      132(DI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      132(R8), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VMOVDQU      132(SI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      44(AX), R10
+	MOVQ         R10, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      22(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X9
+	MOVQ         R10, R12
+	SHRQ         $0x03, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      23(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	MOVQ         R10, R12
+	SHRQ         $0x06, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      24(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X10
+	MOVQ         R10, R12
+	SHRQ         $0x09, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      25(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	VMOVD        R10, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      164(CX), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      164(DI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      164(R8), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VMOVDQU      164(SI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      46(AX), R10
+	MOVQ         R10, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      26(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X9
+	MOVQ         R10, R12
+	SHRQ         $0x03, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      27(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	MOVQ         R10, R12
+	SHRQ         $0x06, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      28(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X10
+	MOVQ         R10, R12
+	SHRQ         $0x09, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      29(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	VMOVD        R10, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      196(CX), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      196(DI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      196(R8), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VMOVDQU      196(SI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	MOVWQZX      48(AX), R10
+	MOVQ         R10, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      30(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X9
+	MOVQ         R10, R12
+	SHRQ         $0x03, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      31(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X9, X9
+	MOVQ         R10, R12
+	SHRQ         $0x06, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      32(AX), R11
+	ORQ          R12, R11
+	VMOVQ        (BX)(R11*8), X10
+	MOVQ         R10, R12
+	SHRQ         $0x09, R12
+	ANDQ         $0x07, R12
+	SHLQ         $0x08, R12
+	MOVBQZX      33(AX), R11
+	ORQ          R12, R11
+	VPINSRQ      $0x01, (BX)(R11*8), X10, X10
+	VINSERTI128  $0x01, X10, Y9, Y10
+	SHRQ         $0x0c, R10
+	ANDQ         $0x07, R10
+	LEAQ         1(R10)(R10*1), R10
+	VMOVD        R10, X11
+	VPBROADCASTW X11, Y11
+	VMOVDQU      228(CX), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      228(DI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      228(R8), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y12
+	VPMADDWD     Y11, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VMOVDQU      228(SI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y4, Y10
+	VPMADDWD     Y11, Y10, Y10
+	VPADDD       Y10, Y8, Y8
+	VMOVDQU      34(AX), X9
+	VPCMPEQW     X11, X11, X11
+	VPSRLW       $0x0d, X11, X11
+	VPSLLW       $0x01, X11, X11
+	VPSRLW       $0x0b, X9, X10
+	VPAND        X11, X10, X10
+	VPOR         ones16<>+0(SB), X10, X10
+	VPSRAW       $0x0f, X9, X9
+	VPXOR        X9, X10, X10
+	VPSUBW       X9, X10, X10
+	VPMOVZXWD    X10, Y10
+	VPSLLD       $0x10, Y10, Y11
+	VPOR         Y11, Y10, Y10
+	MOVWLZX      (AX), R10
+	VMOVD        R10, X9
+	VCVTPH2PS    X9, X9
+	VMULSS       (CX), X9, X12
+	VBROADCASTSS X12, Y11
+	VCVTDQ2PS    Y5, Y5
+	VFMADD231PS  Y5, Y11, Y0
+	VPMADDWD     260(CX), Y10, Y5
+	VEXTRACTI128 $0x01, Y5, X11
+	VPADDD       X11, X5, X5
+	VPSHUFD      $0x4e, X5, X11
+	VPADDD       X11, X5, X5
+	VPSHUFD      $0xb1, X5, X11
+	VPADDD       X11, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMOVSS       (R9), X11
+	VFMADD231SS  X5, X12, X11
+	VMOVSS       X11, (R9)
 	ADDQ         $0x00000124, CX
-	VEXTRACTI128 $0x01, Y8, X7
-	VPADDD       X7, X8, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       X4, X7, X7
-	MOVWLZX      (AX), R9
-	VMOVD        R9, X8
-	VCVTPH2PS    X8, X8
-	VMULSS       (DI), X8, X8
-	VMULSS       X7, X8, X8
-	VADDSS       X8, X1, X1
+	VMULSS       (DI), X9, X5
+	VBROADCASTSS X5, Y11
+	VCVTDQ2PS    Y6, Y6
+	VFMADD231PS  Y6, Y11, Y1
+	VPMADDWD     260(DI), Y10, Y6
+	VEXTRACTI128 $0x01, Y6, X11
+	VPADDD       X11, X6, X6
+	VPSHUFD      $0x4e, X6, X11
+	VPADDD       X11, X6, X6
+	VPSHUFD      $0xb1, X6, X11
+	VPADDD       X11, X6, X6
+	VCVTDQ2PS    X6, X6
+	VMOVSS       4(R9), X11
+	VFMADD231SS  X6, X5, X11
+	VMOVSS       X11, 4(R9)
 	ADDQ         $0x00000124, DI
-	VEXTRACTI128 $0x01, Y9, X7
-	VPADDD       X7, X9, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       X4, X7, X7
-	MOVWLZX      (AX), R9
-	VMOVD        R9, X8
-	VCVTPH2PS    X8, X8
-	VMULSS       (R8), X8, X8
-	VMULSS       X7, X8, X8
-	VADDSS       X8, X2, X2
+	VMULSS       (R8), X9, X5
+	VBROADCASTSS X5, Y6
+	VCVTDQ2PS    Y7, Y7
+	VFMADD231PS  Y7, Y6, Y2
+	VPMADDWD     260(R8), Y10, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X7, X6, X6
+	VPSHUFD      $0x4e, X6, X7
+	VPADDD       X7, X6, X6
+	VPSHUFD      $0xb1, X6, X7
+	VPADDD       X7, X6, X6
+	VCVTDQ2PS    X6, X6
+	VMOVSS       8(R9), X7
+	VFMADD231SS  X6, X5, X7
+	VMOVSS       X7, 8(R9)
 	ADDQ         $0x00000124, R8
-	VEXTRACTI128 $0x01, Y10, X7
-	VPADDD       X7, X10, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       X4, X7, X7
-	MOVWLZX      (AX), R9
-	VMOVD        R9, X8
-	VCVTPH2PS    X8, X8
-	VMULSS       (SI), X8, X8
-	VMULSS       X7, X8, X8
-	VADDSS       X8, X3, X3
+	VMULSS       (SI), X9, X6
+	VBROADCASTSS X6, Y5
+	VCVTDQ2PS    Y8, Y8
+	VFMADD231PS  Y8, Y5, Y3
+	VPMADDWD     260(SI), Y10, Y5
+	VEXTRACTI128 $0x01, Y5, X7
+	VPADDD       X7, X5, X5
+	VPSHUFD      $0x4e, X5, X7
+	VPADDD       X7, X5, X5
+	VPSHUFD      $0xb1, X5, X7
+	VPADDD       X7, X5, X5
+	VCVTDQ2PS    X5, X5
+	VMOVSS       12(R9), X7
+	VFMADD231SS  X5, X6, X7
+	VMOVSS       X7, 12(R9)
 	ADDQ         $0x00000124, SI
 	ADDQ         $0x00000032, AX
 	DECQ         DX
 	JMP          loop
 
 done:
+	MOVL         $0x3e000000, AX
+	VMOVD        AX, X4
+	VEXTRACTF128 $0x01, Y0, X5
+	VADDPS       X5, X0, X0
+	VMOVHLPS     X0, X0, X5
+	VADDPS       X5, X0, X0
+	VMOVSHDUP    X0, X5
+	VADDSS       X5, X0, X0
+	VMOVSS       (R9), X5
+	VFMADD231SS  X5, X4, X0
+	VMOVSS       X0, (R9)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       4(R9), X1
+	VFMADD231SS  X1, X4, X0
+	VMOVSS       X0, 4(R9)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       8(R9), X1
+	VFMADD231SS  X1, X4, X0
+	VMOVSS       X0, 8(R9)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       12(R9), X1
+	VFMADD231SS  X1, X4, X0
+	VMOVSS       X0, 12(R9)
 	VZEROUPPER
-	MOVQ   out+32(FP), AX
-	VMOVSS X0, (AX)
-	VMOVSS X1, 4(AX)
-	VMOVSS X2, 8(AX)
-	VMOVSS X3, 12(AX)
 	RET
 
 // func dotIQ1MAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)

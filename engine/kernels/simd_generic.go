@@ -23,9 +23,9 @@ import (
 // and multi-token forms of them (below) taking the rows and tokens left. TQ2_0 and TQ1_0 have AVX2
 // row kernels (dotTQ2_0AVX2, dotTQ1_0AVX2, _asm/ternary.go) with the block
 // reference's bits (dotKRowGeneric over refquants.go's block dots), and so do
-// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M (_asm/lattice.go, over
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ1_M (_asm/lattice.go, over
 // iquants.go's); IQ3_S's (dotIQ3SAVX2) has dotIQ3SRowGeneric's, ggml's float
-// order. IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M also have four-
+// order, and IQ1_S's (dotIQ1SAVX2, _asm/iq1s.go) dotIQ1SRowGeneric's. IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M also have four-
 // and two-token forms (…x4, …x2: dotLatticeRows) for prompts, decoding each group
 // once for the tokens (with AVX-512 also eight-token ones, …AVX512x8, for all but
 // IQ1_S and IQ1_M), and TQ1_0 a two-token form (dotTQ1_0Rows), each block's

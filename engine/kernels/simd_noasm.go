@@ -25,7 +25,7 @@ func dotIQ3XXSRow(row []byte, y []q8KBlock) float32 {
 	return dotKRowGeneric(dotIQ3XXSBlock, 98, row, y)
 }
 func dotIQ3SRow(row []byte, y []q8KBlock) float32 { return dotIQ3SRowGeneric(row, y) }
-func dotIQ1SRow(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(dotIQ1SBlock, 50, row, y) }
+func dotIQ1SRow(row []byte, y []q8KBlock) float32 { return dotIQ1SRowGeneric(row, y) }
 func dotIQ1MRow(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(dotIQ1MBlock, 56, row, y) }
 func dotF32Row(row []byte, x []float32) float32   { return dotF32RowGeneric(row, x) }
 func dotF16Row(row []byte, x []float32) float32   { return dotF16RowGeneric(row, x) }
@@ -98,6 +98,10 @@ func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
 
 func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 	for t := range out {
+		if typ == IQ1_S {
+			out[t] = dotIQ1SRowGeneric(row, y[t*nb:(t+1)*nb])
+			continue
+		}
 		out[t] = dotKRowGeneric(refCodecOf(typ).dotK, typ.BlockBytes(), row, y[t*nb:(t+1)*nb])
 	}
 }

@@ -329,11 +329,6 @@ func dotIQ2XSAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *b
 //go:noescape
 func dotIQ2SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 
-// dotIQ1SAVX512x8 sets out[t] = dotIQ1SAVX2(x, y+t·stride, n, grid) for t < 8 (AVX-512 BW, VL).
-//
-//go:noescape
-func dotIQ1SAVX512x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
-
 // iqPanelAVX512r4t4 sets out[t·os/4+i] to the dot product of the decoded rows i < 4
 // at w+512·i (a group's panel: block b at +8192·b, scales dx+4·i+64·b) and the
 // tokens t < 4 at a+512·t (block b at +as·b, scales dy+4·t+dys·b), nb blocks, in
@@ -362,11 +357,6 @@ func iqPanelSumAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32, 
 //
 //go:noescape
 func iqPanelSumFAVX512r4t4(w *int16, a *int16, as int, dx *float32, dy *float32, dys int, nb int, factor float32, out *float32)
-
-// decodeIQ1SPanelAVX512 is decodeIQ3SPanelAVX512 for IQ1_S (values ls·(8·grid+delta)).
-//
-//go:noescape
-func decodeIQ1SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 
 // decodeIQ1MPanelAVX512 is decodeIQ3SPanelAVX512 for IQ1_M (values ls·(8·grid+delta)).
 //
@@ -405,6 +395,20 @@ func tq2PanelAVX512r4t4(w *byte, a *byte, ts int, dx *float32, dy *float32, dys 
 //
 //go:noescape
 func decodeTQ2_0BytesAVX512(x *byte, nb int, w *byte, dx *float32)
+
+// iq1sPanelAVX512r4t4 sets out[4·t+i] to dotIQ1SRowGeneric of the byte-panel rows i < 4 at w
+// (block b at w + b·iqPanelGroup·256, lane starts c, ±scales ls and scales
+// dx[b·iqPanelGroup+i]) and the unsigned quants of tokens t < 4 at a + t·ts
+// (bsums pairs bs[(4b+p)·dys/4+t], scale dy[b·dys/4+t]) (AVX-512 VNNI); out[16] is its scratch.
+//
+//go:noescape
+func iq1sPanelAVX512r4t4(w *byte, c *int32, ls *int32, dx *float32, a *byte, ts int, bs *int32, dy *float32, dys int, nb int, out *float32)
+
+// decodeIQ1SBytesAVX512 writes the nb IQ1_S blocks at x into a slot of the byte panel
+// (decodeIQ1SBytePanel's values, lane starts, ±scales and scales) (AVX-512 VNNI).
+//
+//go:noescape
+func decodeIQ1SBytesAVX512(x *byte, nb int, w *byte, c *int32, ls *int32, dx *float32, grid *byte)
 
 // decodeIQ2XXSPanelAVX512 is decodeIQ3SPanelAVX512 for IQ2XXS.
 //

@@ -360,7 +360,7 @@ var kRowKernels = []struct {
 	{IQ2_S, dotIQ2SRow, 0, nil},
 	{IQ3_XXS, dotIQ3XXSRow, 0, nil},
 	{IQ3_S, dotIQ3SRow, 0, dotIQ3SRowGeneric},
-	{IQ1_S, dotIQ1SRow, 0, nil},
+	{IQ1_S, dotIQ1SRow, 0, dotIQ1SRowGeneric},
 	{IQ1_M, dotIQ1MRow, 0, nil},
 }
 
@@ -1020,8 +1020,11 @@ func TestLatticeRowsTokens(t *testing.T) {
 	for _, typ := range []Type{IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M} {
 		bb := typ.BlockBytes()
 		ref := func(row []byte, y []q8KBlock) float32 { return dotKRowGeneric(refCodecOf(typ).dotK, bb, row, y) }
-		if typ == IQ3_S {
+		switch typ {
+		case IQ3_S:
 			ref = dotIQ3SRowGeneric
+		case IQ1_S:
+			ref = dotIQ1SRowGeneric
 		}
 		for _, nb := range []int{1, 3} {
 			for _, wm := range []byte{0, 0xff, 0x5a, 1} {
