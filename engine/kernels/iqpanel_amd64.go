@@ -31,6 +31,9 @@ func (m *matMul) panelTokens(lo, hi int) int {
 	if m.w.Type == TQ2_0 {
 		return m.tq2PanelTokens(lo, hi)
 	}
+	if useIQ3SBytes(m.w.Type) {
+		return m.iq3sPanelTokens(lo, hi)
+	}
 	if !usesPanel(m.w.Type, m.nTok) || hi-lo < 4 {
 		return lo
 	}

@@ -76,7 +76,10 @@ type acts struct {
 	q6P []byte
 	// q8kW is, for products through the lattice types' panels (usesPanel),
 	// the quants widened to int16 in the panels' order (iqpanel.go).
-	q8kW  []int16
+	q8kW []int16
+	// q8kB is, for IQ3_S's byte panels, the quants as bytes q+128 in their
+	// order (iq3spanel.go).
+	q8kB  []byte
 	rows  int
 	shift int // Q8_0: actShift
 	// yds is ydT's stride: rows, but 4 for 2 or 3 rows, which q8k and ydT then
@@ -160,7 +163,7 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 			}
 		}
 		if usesPanel(wt, rows) {
-			a.widenQ8K(nb, rows)
+			a.panelQ8K(wt, nb, rows)
 		}
 	default:
 		panic("kernels: no activation format " + typ.String())

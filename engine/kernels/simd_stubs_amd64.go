@@ -373,6 +373,19 @@ func decodeIQ1SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 //go:noescape
 func decodeIQ1MPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 
+// decodeIQ3SBytesAVX512 writes the nb IQ3_S blocks at x into a byte-panel slot: block b
+// at w+16·448·b (signed values, corr, scales), its f16 scale at dx+64·b (AVX-512 VNNI).
+//
+//go:noescape
+func decodeIQ3SBytesAVX512(x *byte, nb int, w *byte, dx *float32, grid *byte)
+
+// iq3sBytePanelAVX512r4t4 sets out[t·os/4+i] to dotIQ3SRowGeneric of the byte-panel rows
+// i < 4 at w+448·i (block b at +16·448·b, scales dx+4·i+64·b) and the tokens t < 4 at
+// a+256·t (block b at +as·b, scales dy+4·t+dys·b), nb blocks (AVX-512 VNNI).
+//
+//go:noescape
+func iq3sBytePanelAVX512r4t4(w *byte, a *byte, as int, dx *float32, dy *float32, dys int, nb int, out *float32, os int)
+
 // dotIQ1MAVX512 is dotIQ1MAVX2 with AVX-512 (the same bits).
 //
 //go:noescape

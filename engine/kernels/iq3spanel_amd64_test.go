@@ -1,0 +1,35 @@
+//go:build !purego
+
+package kernels
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"unsafe"
+)
+
+// TestIQ3SBytePanelDecoderAVX512: decodeIQ3SBytesAVX512 writes
+// decodeIQ3SBytePanel's bytes and scales, into its slot only.
+func TestIQ3SBytePanelDecoderAVX512(t *testing.T) {
+	requireSIMD(t, "avx512")
+	r := rand.New(rand.NewPCG(47, 2))
+	for _, mode := range []string{"random", "ones", "zeros"} {
+		const nb = 3
+		for _, i := range []int{0, 7, iqPanelGroup - 1} {
+			row := panelTestRow(r, IQ3_S, nb, mode)
+			want, got := make([]byte, nb*iqPanelGroup*iq3sBPSlot), make([]byte, nb*iqPanelGroup*iq3sBPSlot)
+			wdx, gdx := make([]float32, nb*iqPanelGroup), make([]float32, nb*iqPanelGroup)
+			decodeIQ3SBytePanel(want, wdx, row, nb, i)
+			decodeIQ3SBytesAVX512(&row[0], nb, &got[i*iq3sBPSlot], &gdx[i], (*byte)(unsafe.Pointer(&iq3sGrid[0])))
+			if !slices.Equal(got, want) || !slices.Equal(gdx, wdx) {
+				for k := range got {
+					if got[k] != want[k] {
+						t.Fatalf("%s slot %d: byte %d (%d in its slot) = %d, want %d", mode, i, k, k%iq3sBPSlot, got[k], want[k])
+					}
+				}
+				t.Fatalf("%s slot %d: the scales differ", mode, i)
+			}
+		}
+	}
+}
