@@ -196,7 +196,8 @@ func iq3sBytePanelAVX512r4t4() {
 				wv[j] = ZMM()
 				VMOVDQU64(Mem{Base: w, Disp: iq3sBPSlot*i + 128*h + 64*j}, wv[j])
 			}
-			s := Mem{Base: w, Disp: iq3sBPSlot*i + iq3sBPScale + 64*h}
+			s := ZMM()
+			VMOVDQU64(Mem{Base: w, Disp: iq3sBPSlot*i + iq3sBPScale + 64*h}, s)
 			for t := 0; t < T; t++ {
 				VPXORD(d0, d0, d0)
 				raw("VPDPBUSD", wv[0], av[t][0], d0)
@@ -224,13 +225,10 @@ func iq3sBytePanelAVX512r4t4() {
 			d := ZMM()
 			VMULPS(dyv[p], dxv, d)
 			A, B := acc[i][2*p], acc[i][2*p+1]
-			x, y := ZMM(), ZMM()
-			VPSHUFD(U8(0x4e), A, x)
-			VPADDD(A, x, x)
-			VPSHUFD(U8(0x4e), B, y)
-			VPADDD(B, y, y)
-			z := ZMM()
-			VPUNPCKLQDQ(y, x, z)
+			z, y := ZMM(), ZMM()
+			VSHUFPS(U8(0x44), B, A, z) // A's dwords 4L, 4L+1, B's 4L, 4L+1
+			VSHUFPS(U8(0xee), B, A, y) // A's dwords 4L+2, 4L+3, B's 4L+2, 4L+3
+			VPADDD(y, z, z)
 			VCVTDQ2PS(z, z)
 			VFMADD213PS(fmem(i, p), d, z) // z = d·z + acc, one rounding
 			VMOVUPS(z, fmem(i, p))

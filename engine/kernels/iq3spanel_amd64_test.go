@@ -33,3 +33,26 @@ func TestIQ3SBytePanelDecoderAVX512(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkIQ3SPanels: BenchmarkPanel1b's product (2048 rows of 8192 columns
+// by 512 tokens, one thread, random blocks) through the byte panels and
+// through the int16 panels, in CPU time.
+func BenchmarkIQ3SPanels(b *testing.B) {
+	defer SetThreads(SetThreads(1))
+	r := rand.New(rand.NewPCG(45, 4))
+	const rows, cols, nTok = 2048, 8192, 512
+	w := Matrix{Type: IQ3_S, Rows: rows, Cols: cols, Data: randomBlocks(r, IQ3_S, rows*cols/qkK)}
+	x := randRow(r, nTok*cols, 1)
+	dst := make([]float32, nTok*rows)
+	for _, path := range []string{"bytes", "int16"} {
+		b.Run(path, func(b *testing.B) {
+			defer func(v bool) { iq3sBytePanels = v }(iq3sBytePanels)
+			iq3sBytePanels = path == "bytes"
+			t0 := cpuSeconds()
+			for b.Loop() {
+				MatMul(dst, w, x, nTok)
+			}
+			b.ReportMetric((cpuSeconds()-t0)*1e6/float64(b.N), "cpu-us/op")
+		})
+	}
+}
