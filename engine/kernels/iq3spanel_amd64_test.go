@@ -3,6 +3,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -34,25 +35,27 @@ func TestIQ3SBytePanelDecoderAVX512(t *testing.T) {
 	}
 }
 
-// BenchmarkIQ3SPanels: BenchmarkPanel1b's product (2048 rows of 8192 columns
-// by 512 tokens, one thread, random blocks) through the byte panels and
-// through the int16 panels, in CPU time.
+// BenchmarkIQ3SPanels: BenchmarkPanel1b's product (2048 rows of 8192
+// columns, one thread, random blocks) by 128 and 512 tokens through the byte
+// panels and through the int16 panels, in CPU time.
 func BenchmarkIQ3SPanels(b *testing.B) {
 	defer SetThreads(SetThreads(1))
 	r := rand.New(rand.NewPCG(45, 4))
-	const rows, cols, nTok = 2048, 8192, 512
+	const rows, cols = 2048, 8192
 	w := Matrix{Type: IQ3_S, Rows: rows, Cols: cols, Data: randomBlocks(r, IQ3_S, rows*cols/qkK)}
-	x := randRow(r, nTok*cols, 1)
-	dst := make([]float32, nTok*rows)
-	for _, path := range []string{"bytes", "int16"} {
-		b.Run(path, func(b *testing.B) {
-			defer func(v bool) { iq3sBytePanels = v }(iq3sBytePanels)
-			iq3sBytePanels = path == "bytes"
-			t0 := cpuSeconds()
-			for b.Loop() {
-				MatMul(dst, w, x, nTok)
-			}
-			b.ReportMetric((cpuSeconds()-t0)*1e6/float64(b.N), "cpu-us/op")
-		})
+	for _, nTok := range []int{128, 512} {
+		x := randRow(r, nTok*cols, 1)
+		dst := make([]float32, nTok*rows)
+		for _, path := range []string{"bytes", "int16"} {
+			b.Run(fmt.Sprintf("%d/%s", nTok, path), func(b *testing.B) {
+				defer func(v bool) { iq3sBytePanels = v }(iq3sBytePanels)
+				iq3sBytePanels = path == "bytes"
+				t0 := cpuSeconds()
+				for b.Loop() {
+					MatMul(dst, w, x, nTok)
+				}
+				b.ReportMetric((cpuSeconds()-t0)*1e6/float64(b.N), "cpu-us/op")
+			})
+		}
 	}
 }
