@@ -34,6 +34,9 @@ func (m *matMul) panelTokens(lo, hi int) int {
 	case IQ1_S:
 		return m.iq1sPanelTokens(lo, hi)
 	}
+	if useIQ3SBytes(m.w.Type) {
+		return m.iq3sPanelTokens(lo, hi)
+	}
 	if !usesPanel(m.w.Type, m.nTok) || hi-lo < 4 {
 		return lo
 	}

@@ -79,7 +79,10 @@ type acts struct {
 	q8kW []int16
 	// q8kU is, for IQ1_S's byte panels, the quants plus 128 as bytes, in
 	// q8k's order (iq1spanel.go).
-	q8kU  []uint8
+	q8kU []uint8
+	// q8kB is, for IQ3_S's byte panels, the quants as bytes q+128 in their
+	// order (iq3spanel.go).
+	q8kB  []byte
 	rows  int
 	shift int // Q8_0: actShift
 	// yds is ydT's stride: rows, but 4 for 2 or 3 rows, which q8k and ydT then
@@ -170,8 +173,8 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 			for i := range rows * nb {
 				unsignQ8K(a.q8kU[i*qkK:(i+1)*qkK], &a.q8k[i].qs)
 			}
-		case usesPanel(wt, rows):
-			a.widenQ8K(nb, rows)
+		case usesPanel(wt, rows): // IQ3_S's byte panels read q8kB, the others q8kW
+			a.panelQ8K(wt, nb, rows)
 		}
 	default:
 		panic("kernels: no activation format " + typ.String())

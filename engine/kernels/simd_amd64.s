@@ -23139,6 +23139,944 @@ dotIQ2XXSAVX512r_done:
 	VZEROUPPER
 	RET
 
+DATA iq3sBPPerm<>+0(SB)/8, $0x0000000800000000
+DATA iq3sBPPerm<>+8(SB)/8, $0x0000000900000001
+DATA iq3sBPPerm<>+16(SB)/8, $0x0000000a00000002
+DATA iq3sBPPerm<>+24(SB)/8, $0x0000000b00000003
+DATA iq3sBPPerm<>+32(SB)/8, $0x0000000c00000004
+DATA iq3sBPPerm<>+40(SB)/8, $0x0000000d00000005
+DATA iq3sBPPerm<>+48(SB)/8, $0x0000000e00000006
+DATA iq3sBPPerm<>+56(SB)/8, $0x0000000f00000007
+GLOBL iq3sBPPerm<>(SB), RODATA|NOPTR, $64
+
+// func decodeIQ3SBytesAVX512(x *byte, nb int, w *byte, dx *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·decodeIQ3SBytesAVX512(SB), NOSPLIT, $0-40
+	MOVQ         x+0(FP), AX
+	MOVQ         nb+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         dx+24(FP), BX
+	MOVQ         grid+32(FP), SI
+	VMOVDQU32    iq3sBPPerm<>+0(SB), Z0
+	VPXORD       Z1, Z1, Z1
+	MOVL         $0x80808080, DI
+	VPBROADCASTD DI, Z2
+
+iq3sbp_dec:
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VMOVSS       X3, (BX)
+	VPXORD       Z4, Z4, Z4
+	MOVBLZX      106(AX), DI
+	MOVL         DI, R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, DI
+	LEAL         1(DI)(DI*1), DI
+	LEAL         1(R8)(R8*1), R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, X3
+	MOVBLZX      107(AX), DI
+	MOVL         DI, R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, DI
+	LEAL         1(DI)(DI*1), DI
+	LEAL         1(R8)(R8*1), R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	VMOVD        DI, X9
+	VPBROADCASTD X9, X9
+	VPUNPCKLQDQ  X9, X3, X3
+	VSHUFI32X4   $0x00, Z3, Z3, Z9
+	VMOVDQU64    Z9, 320(DX)
+	MOVBQZX      66(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      2(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      3(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      4(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      5(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      6(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X10
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      7(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X10, X10
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      8(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X10, X10
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      9(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X10, X10
+	VINSERTI32X4 $0x01, X10, Y3, Y10
+	MOVBQZX      67(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      10(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      11(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      12(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      13(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      14(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X11
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      15(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X11, X11
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      16(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X11, X11
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      17(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X11, X11
+	VINSERTI32X4 $0x01, X11, Y3, Y11
+	VINSERTI64X4 $0x01, Y11, Z10, Z11
+	KMOVQ        74(AX), K1
+	VPSUBB       Z11, Z1, K1, Z11
+	VPERMD       Z11, Z0, Z11
+	VMOVDQU64    Z11, (DX)
+	VPXORD       Z5, Z5, Z5
+	VPDPBUSD     Z11, Z2, Z5
+	MOVBQZX      68(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      18(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      19(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      20(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      21(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      22(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X10
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      23(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X10, X10
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      24(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X10, X10
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      25(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X10, X10
+	VINSERTI32X4 $0x01, X10, Y3, Y10
+	MOVBQZX      69(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      26(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      27(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      28(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      29(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      30(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X11
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      31(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X11, X11
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      32(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X11, X11
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      33(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X11, X11
+	VINSERTI32X4 $0x01, X11, Y3, Y11
+	VINSERTI64X4 $0x01, Y11, Z10, Z11
+	KMOVQ        82(AX), K1
+	VPSUBB       Z11, Z1, K1, Z11
+	VPERMD       Z11, Z0, Z11
+	VMOVDQU64    Z11, 64(DX)
+	VPXORD       Z6, Z6, Z6
+	VPDPBUSD     Z11, Z2, Z6
+	VPACKSSDW    Z6, Z5, Z11
+	VPDPWSSD     Z9, Z11, Z4
+	MOVBLZX      108(AX), DI
+	MOVL         DI, R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, DI
+	LEAL         1(DI)(DI*1), DI
+	LEAL         1(R8)(R8*1), R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	VMOVD        DI, X3
+	VPBROADCASTD X3, X3
+	MOVBLZX      109(AX), DI
+	MOVL         DI, R8
+	SHRL         $0x04, R8
+	ANDL         $0x0000000f, DI
+	LEAL         1(DI)(DI*1), DI
+	LEAL         1(R8)(R8*1), R8
+	SHLL         $0x10, R8
+	ORL          R8, DI
+	VMOVD        DI, X9
+	VPBROADCASTD X9, X9
+	VPUNPCKLQDQ  X9, X3, X3
+	VSHUFI32X4   $0x00, Z3, Z3, Z9
+	VMOVDQU64    Z9, 384(DX)
+	MOVBQZX      70(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      34(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      35(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      36(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      37(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      38(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X10
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      39(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X10, X10
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      40(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X10, X10
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      41(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X10, X10
+	VINSERTI32X4 $0x01, X10, Y3, Y10
+	MOVBQZX      71(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      42(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      43(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      44(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      45(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      46(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X11
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      47(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X11, X11
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      48(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X11, X11
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      49(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X11, X11
+	VINSERTI32X4 $0x01, X11, Y3, Y11
+	VINSERTI64X4 $0x01, Y11, Z10, Z11
+	KMOVQ        90(AX), K1
+	VPSUBB       Z11, Z1, K1, Z11
+	VPERMD       Z11, Z0, Z11
+	VMOVDQU64    Z11, 128(DX)
+	VPXORD       Z7, Z7, Z7
+	VPDPBUSD     Z11, Z2, Z7
+	MOVBQZX      72(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      50(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      51(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      52(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      53(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      54(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X10
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      55(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X10, X10
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      56(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X10, X10
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      57(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X10, X10
+	VINSERTI32X4 $0x01, X10, Y3, Y10
+	MOVBQZX      73(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      58(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X3
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      59(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      60(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      61(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (SI)(R8*4), X3, X3
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      62(AX), R8
+	ORQ          R9, R8
+	VMOVD        (SI)(R8*4), X11
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      63(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (SI)(R8*4), X11, X11
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      64(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (SI)(R8*4), X11, X11
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      65(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (SI)(DI*4), X11, X11
+	VINSERTI32X4 $0x01, X11, Y3, Y11
+	VINSERTI64X4 $0x01, Y11, Z10, Z11
+	KMOVQ        98(AX), K1
+	VPSUBB       Z11, Z1, K1, Z11
+	VPERMD       Z11, Z0, Z11
+	VMOVDQU64    Z11, 192(DX)
+	VPXORD       Z8, Z8, Z8
+	VPDPBUSD     Z11, Z2, Z8
+	VPACKSSDW    Z8, Z7, Z11
+	VPDPWSSD     Z9, Z11, Z4
+	VPSUBD       Z4, Z1, Z4
+	VMOVDQU64    Z4, 256(DX)
+	ADDQ         $0x0000006e, AX
+	ADDQ         $0x00001c00, DX
+	ADDQ         $0x40, BX
+	DECQ         CX
+	JNZ          iq3sbp_dec
+	VZEROUPPER
+	RET
+
+// func iq3sBytePanelAVX512r4t4(w *byte, a *byte, as int, dx *float32, dy *float32, dys int, nb int, out *float32, os int)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·iq3sBytePanelAVX512r4t4(SB), NOSPLIT, $512-72
+	MOVQ    w+0(FP), AX
+	MOVQ    a+8(FP), CX
+	MOVQ    as+16(FP), DX
+	MOVQ    dx+24(FP), BX
+	MOVQ    dy+32(FP), SI
+	MOVQ    dys+40(FP), DI
+	MOVQ    nb+48(FP), R8
+	VPXORD  Z0, Z0, Z0
+	VMOVUPS Z0, (SP)
+	VMOVUPS Z0, 64(SP)
+	VMOVUPS Z0, 128(SP)
+	VMOVUPS Z0, 192(SP)
+	VMOVUPS Z0, 256(SP)
+	VMOVUPS Z0, 320(SP)
+	VMOVUPS Z0, 384(SP)
+	VMOVUPS Z0, 448(SP)
+
+iq3sbp_loop:
+	VMOVDQU64    256(AX), Z0
+	VMOVDQA64    Z0, Z3
+	VMOVDQA64    Z0, Z4
+	VMOVDQA64    Z0, Z5
+	VMOVDQA64    Z0, Z0
+	VMOVDQU64    704(AX), Z6
+	VMOVDQA64    Z6, Z7
+	VMOVDQA64    Z6, Z8
+	VMOVDQA64    Z6, Z9
+	VMOVDQA64    Z6, Z6
+	VMOVDQU64    1152(AX), Z10
+	VMOVDQA64    Z10, Z11
+	VMOVDQA64    Z10, Z12
+	VMOVDQA64    Z10, Z13
+	VMOVDQA64    Z10, Z10
+	VMOVDQU64    1600(AX), Z14
+	VMOVDQA64    Z14, Z15
+	VMOVDQA64    Z14, Z16
+	VMOVDQA64    Z14, Z17
+	VMOVDQA64    Z14, Z14
+	VMOVDQU64    (CX), Z18
+	VMOVDQU64    64(CX), Z19
+	VMOVDQU64    256(CX), Z20
+	VMOVDQU64    320(CX), Z21
+	VMOVDQU64    512(CX), Z22
+	VMOVDQU64    576(CX), Z23
+	VMOVDQU64    768(CX), Z24
+	VMOVDQU64    832(CX), Z25
+	VMOVDQU64    (AX), Z26
+	VMOVDQU64    64(AX), Z27
+	VMOVDQU64    320(AX), Z28
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z18, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z19, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z3
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z20, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z21, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z4
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z22, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z23, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z5
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z24, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z25, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z0
+	VMOVDQU64    448(AX), Z26
+	VMOVDQU64    512(AX), Z27
+	VMOVDQU64    768(AX), Z28
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z18, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z19, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z7
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z20, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z21, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z8
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z22, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z23, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z9
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z24, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z25, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z6
+	VMOVDQU64    896(AX), Z26
+	VMOVDQU64    960(AX), Z27
+	VMOVDQU64    1216(AX), Z28
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z18, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z19, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z11
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z20, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z21, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z12
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z22, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z23, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z13
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z24, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z25, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z10
+	VMOVDQU64    1344(AX), Z26
+	VMOVDQU64    1408(AX), Z27
+	VMOVDQU64    1664(AX), Z28
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z18, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z19, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z15
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z20, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z21, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z16
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z22, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z23, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z17
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z24, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z25, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z14
+	VMOVDQU64    128(CX), Z18
+	VMOVDQU64    192(CX), Z19
+	VMOVDQU64    384(CX), Z20
+	VMOVDQU64    448(CX), Z21
+	VMOVDQU64    640(CX), Z22
+	VMOVDQU64    704(CX), Z23
+	VMOVDQU64    896(CX), Z24
+	VMOVDQU64    960(CX), Z25
+	VMOVDQU64    128(AX), Z26
+	VMOVDQU64    192(AX), Z27
+	VMOVDQU64    384(AX), Z28
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z18, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z19, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z3
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z20, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z21, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z4
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z22, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z23, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z5
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z24, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z25, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z0
+	VMOVDQU64    576(AX), Z26
+	VMOVDQU64    640(AX), Z27
+	VMOVDQU64    832(AX), Z28
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z18, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z19, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z7
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z20, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z21, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z8
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z22, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z23, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z9
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z24, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z25, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z6
+	VMOVDQU64    1024(AX), Z26
+	VMOVDQU64    1088(AX), Z27
+	VMOVDQU64    1280(AX), Z28
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z18, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z19, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z11
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z20, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z21, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z12
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z22, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z23, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z13
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z24, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z25, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z10
+	VMOVDQU64    1472(AX), Z26
+	VMOVDQU64    1536(AX), Z27
+	VMOVDQU64    1728(AX), Z28
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z18, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z19, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z15
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z20, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z21, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z16
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z22, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z23, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z17
+	VPXORD       Z1, Z1, Z1
+	VPDPBUSD     Z26, Z24, Z1
+	VPXORD       Z2, Z2, Z2
+	VPDPBUSD     Z27, Z25, Z2
+	VPACKSSDW    Z2, Z1, Z1
+	VPDPWSSD     Z28, Z1, Z14
+	VBROADCASTSD (SI), Z18
+	VPERMILPS    $0x50, Z18, Z18
+	VBROADCASTSD 8(SI), Z19
+	VPERMILPS    $0x50, Z19, Z19
+	VBROADCASTSS (BX), Z20
+	VMULPS       Z18, Z20, Z21
+	VSHUFPS      $0x44, Z4, Z3, Z22
+	VSHUFPS      $0xee, Z4, Z3, Z3
+	VPADDD       Z3, Z22, Z22
+	VCVTDQ2PS    Z22, Z22
+	VFMADD213PS  (SP), Z21, Z22
+	VMOVUPS      Z22, (SP)
+	VMULPS       Z19, Z20, Z3
+	VSHUFPS      $0x44, Z0, Z5, Z4
+	VSHUFPS      $0xee, Z0, Z5, Z0
+	VPADDD       Z0, Z4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VFMADD213PS  64(SP), Z3, Z4
+	VMOVUPS      Z4, 64(SP)
+	VBROADCASTSS 4(BX), Z0
+	VMULPS       Z18, Z0, Z3
+	VSHUFPS      $0x44, Z8, Z7, Z4
+	VSHUFPS      $0xee, Z8, Z7, Z5
+	VPADDD       Z5, Z4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VFMADD213PS  128(SP), Z3, Z4
+	VMOVUPS      Z4, 128(SP)
+	VMULPS       Z19, Z0, Z0
+	VSHUFPS      $0x44, Z6, Z9, Z3
+	VSHUFPS      $0xee, Z6, Z9, Z4
+	VPADDD       Z4, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VFMADD213PS  192(SP), Z0, Z3
+	VMOVUPS      Z3, 192(SP)
+	VBROADCASTSS 8(BX), Z0
+	VMULPS       Z18, Z0, Z3
+	VSHUFPS      $0x44, Z12, Z11, Z4
+	VSHUFPS      $0xee, Z12, Z11, Z5
+	VPADDD       Z5, Z4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VFMADD213PS  256(SP), Z3, Z4
+	VMOVUPS      Z4, 256(SP)
+	VMULPS       Z19, Z0, Z0
+	VSHUFPS      $0x44, Z10, Z13, Z3
+	VSHUFPS      $0xee, Z10, Z13, Z4
+	VPADDD       Z4, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VFMADD213PS  320(SP), Z0, Z3
+	VMOVUPS      Z3, 320(SP)
+	VBROADCASTSS 12(BX), Z0
+	VMULPS       Z18, Z0, Z3
+	VSHUFPS      $0x44, Z16, Z15, Z4
+	VSHUFPS      $0xee, Z16, Z15, Z5
+	VPADDD       Z5, Z4, Z4
+	VCVTDQ2PS    Z4, Z4
+	VFMADD213PS  384(SP), Z3, Z4
+	VMOVUPS      Z4, 384(SP)
+	VMULPS       Z19, Z0, Z0
+	VSHUFPS      $0x44, Z14, Z17, Z3
+	VSHUFPS      $0xee, Z14, Z17, Z4
+	VPADDD       Z4, Z3, Z3
+	VCVTDQ2PS    Z3, Z3
+	VFMADD213PS  448(SP), Z0, Z3
+	VMOVUPS      Z3, 448(SP)
+	ADDQ         $0x00001c00, AX
+	ADDQ         DX, CX
+	ADDQ         $0x40, BX
+	ADDQ         DI, SI
+	DECQ         R8
+	JNZ          iq3sbp_loop
+	MOVQ         out+56(FP), AX
+	MOVQ         os+64(FP), CX
+	VMOVUPS      (SP), Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSHDUP    Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSS       X0, (AX)
+	VEXTRACTPS   $0x02, X0, (AX)(CX*1)
+	VMOVUPS      128(SP), Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSHDUP    Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTPS   $0x02, X0, 4(AX)(CX*1)
+	VMOVUPS      256(SP), Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSHDUP    Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTPS   $0x02, X0, 8(AX)(CX*1)
+	VMOVUPS      384(SP), Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSHDUP    Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSS       X0, 12(AX)
+	VEXTRACTPS   $0x02, X0, 12(AX)(CX*1)
+	LEAQ         (AX)(CX*2), AX
+	VMOVUPS      64(SP), Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSHDUP    Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSS       X0, (AX)
+	VEXTRACTPS   $0x02, X0, (AX)(CX*1)
+	VMOVUPS      192(SP), Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSHDUP    Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTPS   $0x02, X0, 4(AX)(CX*1)
+	VMOVUPS      320(SP), Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSHDUP    Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTPS   $0x02, X0, 8(AX)(CX*1)
+	VMOVUPS      448(SP), Z0
+	VSHUFF32X4   $0x4e, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VSHUFF32X4   $0xb1, Z0, Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSHDUP    Z0, Z1
+	VADDPS       Z1, Z0, Z0
+	VMOVSS       X0, 12(AX)
+	VEXTRACTPS   $0x02, X0, 12(AX)(CX*1)
+	VZEROUPPER
+	RET
+
 // func tq2PanelAVX512r4t4(w *byte, a *byte, ts int, dx *float32, dy *float32, dys int, nb int, out *float32)
 // Requires: AVX, AVX512F
 TEXT ·tq2PanelAVX512r4t4(SB), NOSPLIT, $0-64

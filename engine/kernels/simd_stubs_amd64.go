@@ -383,6 +383,19 @@ func dotIQ1MAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, gri
 //go:noescape
 func dotIQ2XXSAVX512r(x *byte, rb int, y *byte, n int, rows int, out *float32, grid *byte)
 
+// decodeIQ3SBytesAVX512 writes the nb IQ3_S blocks at x into a byte-panel slot: block b
+// at w+16·448·b (signed values, corr, scales), its f16 scale at dx+64·b (AVX-512 VNNI).
+//
+//go:noescape
+func decodeIQ3SBytesAVX512(x *byte, nb int, w *byte, dx *float32, grid *byte)
+
+// iq3sBytePanelAVX512r4t4 sets out[t·os/4+i] to dotIQ3SRowGeneric of the byte-panel rows
+// i < 4 at w+448·i (block b at +16·448·b, scales dx+4·i+64·b) and the tokens t < 4 at
+// a+256·t (block b at +as·b, scales dy+4·t+dys·b), nb blocks (AVX-512 VNNI).
+//
+//go:noescape
+func iq3sBytePanelAVX512r4t4(w *byte, a *byte, as int, dx *float32, dy *float32, dys int, nb int, out *float32, os int)
+
 // tq2PanelAVX512r4t4 sets out[4·t+i] to dotTQ2_0Row of the byte-panel rows i < 4 at w
 // (block b at w + b·iqPanelGroup·256 + 256·i, scale dx[b·iqPanelGroup+i]) and the
 // q8KBlocks of tokens t < 4 at a + t·ts (scale dy[b·dys/4+t]) (AVX-512 VNNI).
