@@ -108,3 +108,17 @@ func (m Matrix) RowInto(dst []byte, i int) []byte {
 	}
 	return dst
 }
+
+// packedRowsGeneric computes the outputs of the packed rows [lo, hi) of m's
+// matrix one row at a time: each row unpacked (RowInto) and multiplied as a plain
+// row, the same bits (for levels without the packed kernels).
+func (m *matMul) packedRowsGeneric(lo, hi int) {
+	buf := repackBufs.Get().(*[]byte)
+	defer repackBufs.Put(buf)
+	for r := lo; r < hi; r++ {
+		*buf = m.w.RowInto(*buf, r)
+		for t := 0; t < m.nTok; t++ {
+			m.dst[t*m.w.Rows+r] = dotRow(Q4_K, *buf, m.a, t)
+		}
+	}
+}

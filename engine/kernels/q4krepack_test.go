@@ -90,3 +90,51 @@ func TestQ4KX16Layout(t *testing.T) {
 		}
 	}
 }
+
+// TestMatMulPackedQ4KMatchesPlain: MatMul on a packed Q4_K matrix gives every
+// token of 1 … 20 the bits of the same matrix unpacked, one token at a time
+// (batch invariance), with a partial last group of rows, on one thread and on
+// several.
+func TestMatMulPackedQ4KMatchesPlain(t *testing.T) {
+	r := rand.New(rand.NewPCG(33, 20))
+	const rows, nb = 53, 4
+	plain := q4KMatrix(r, rows, nb)
+	packed := plain
+	packed.Data = bytes.Clone(plain.Data)
+	PackQ4K(&packed)
+	x := randRow(r, 20*plain.Cols, 1)
+	want := make([]float32, 20*rows)
+	for tk := 0; tk < 20; tk++ {
+		MatMul(want[tk*rows:(tk+1)*rows], plain, x[tk*plain.Cols:(tk+1)*plain.Cols], 1)
+	}
+	for _, threads := range []int{1, 3} {
+		prev := SetThreads(threads)
+		for n := 1; n <= 20; n++ {
+			got := make([]float32, n*rows)
+			MatMul(got, packed, x, n)
+			for i, v := range got {
+				if math.Float32bits(v) != math.Float32bits(want[i]) {
+					SetThreads(prev)
+					t.Fatalf("%d threads, %d tokens: token %d row %d: %v, one token on the plain rows %v", threads, n, i/rows, i%rows, v, want[i])
+				}
+			}
+		}
+		SetThreads(prev)
+	}
+	// Ranges of rows that cut groups of 16 (a worker's share need not be whole
+	// groups): only the range's outputs, with the same bits.
+	for _, n := range []int{1, 7, 12} {
+		a := new(acts)
+		a.prepare(Q4_K, x, n, packed.Cols)
+		for _, rg := range [][2]int{{5, 40}, {17, 30}, {33, 53}} {
+			got := make([]float32, n*rows)
+			mm := matMul{dst: got, w: packed, a: a, nTok: n, rb: Q4_K.RowBytes(packed.Cols)}
+			mm.rows(rg[0], rg[1])
+			for i, v := range got {
+				if in := i%rows >= rg[0] && i%rows < rg[1]; !in && v != 0 || in && math.Float32bits(v) != math.Float32bits(want[i]) {
+					t.Fatalf("rows [%d, %d), %d tokens: token %d row %d: %v, want %v", rg[0], rg[1], n, i/rows, i%rows, v, want[i])
+				}
+			}
+		}
+	}
+}
