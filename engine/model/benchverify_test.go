@@ -19,7 +19,8 @@ import (
 // step (on a shared machine, what the step costs); a k-step pays when its accepted
 // tokens + 1 exceed its cost over k = 0's. LMLITE_BENCH_THREADS sets the worker
 // pool's size (default one per CPU; 1 runs every product inline, so a loaded
-// machine's waiting workers stay out of the CPU time).
+// machine's waiting workers stay out of the CPU time). LMLITE_BENCH_PACK=0 loads
+// the Q4_K matrices plain (PackQ4K), to compare the layouts.
 func BenchmarkVerifyStep(b *testing.B) {
 	path := os.Getenv("LMLITE_BENCH_MODEL")
 	if path == "" {
@@ -27,6 +28,10 @@ func BenchmarkVerifyStep(b *testing.B) {
 	}
 	if os.Getenv("LMLITE_BENCH_THREADS") != "" {
 		defer kernels.SetThreads(kernels.SetThreads(benchEnvInt(b, "LMLITE_BENCH_THREADS", 0)))
+	}
+	if os.Getenv("LMLITE_BENCH_PACK") == "0" {
+		defer func(p bool) { PackQ4K = p }(PackQ4K)
+		PackQ4K = false
 	}
 	m, err := Open(path)
 	if err != nil {

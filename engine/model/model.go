@@ -187,7 +187,9 @@ func (l *loader) matrix(name string, cols, rows int) kernels.Matrix {
 	m := kernels.Matrix{Type: kernels.Type(t.Type), Rows: rows, Cols: cols, Data: l.f.TensorData(t)}
 	if err := m.Check(); err != nil {
 		l.err = fmt.Errorf("%w: tensor %s: %w", ErrBadModel, name, err)
+		return m
 	}
+	packQ4K(&m, name)
 	return m
 }
 
