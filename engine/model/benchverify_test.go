@@ -29,10 +29,7 @@ func BenchmarkVerifyStep(b *testing.B) {
 	if os.Getenv("LMLITE_BENCH_THREADS") != "" {
 		defer kernels.SetThreads(kernels.SetThreads(benchEnvInt(b, "LMLITE_BENCH_THREADS", 0)))
 	}
-	if os.Getenv("LMLITE_BENCH_PACK") == "0" {
-		defer func(p bool) { PackQ4K = p }(PackQ4K)
-		PackQ4K = false
-	}
+	defer benchPack()()
 	m, err := Open(path)
 	if err != nil {
 		b.Fatal(err)
@@ -71,4 +68,14 @@ func BenchmarkVerifyStep(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchPack sets PackQ4K from LMLITE_BENCH_PACK (0: load Q4_K plain) for a
+// benchmark's Open, returning the restore.
+func benchPack() func() {
+	p := PackQ4K
+	if os.Getenv("LMLITE_BENCH_PACK") == "0" {
+		PackQ4K = false
+	}
+	return func() { PackQ4K = p }
 }
