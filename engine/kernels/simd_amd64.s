@@ -2962,7 +2962,7 @@ done:
 	RET
 
 // func dotQ6KAVX512x9(x *byte, y *byte, n int, stride int, out *float32)
-// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·dotQ6KAVX512x9(SB), NOSPLIT, $0-40
 	MOVQ      x+0(FP), AX
 	MOVQ      y+8(FP), CX
@@ -2984,6 +2984,10 @@ TEXT ·dotQ6KAVX512x9(SB), NOSPLIT, $0-40
 loop:
 	TESTQ           DX, DX
 	JZ              done
+	PREFETCHT0      2048(AX)
+	PREFETCHT0      2112(AX)
+	PREFETCHT0      2176(AX)
+	PREFETCHT0      2240(AX)
 	VPMOVSXBW       192(AX), Y5
 	VMOVDQU64       (AX), Z14
 	VBROADCASTI64X4 128(AX), Z15
