@@ -30,6 +30,8 @@ const (
 	// q4x16Prefetch is how far ahead (bytes) the kernels prefetch the packed
 	// stream: two blocks of 16 rows.
 	q4x16Prefetch = 2 * q4x16Size
+	// q4x16PairMins is the fewest tokens whose kernel takes acts.bsT.
+	q4x16PairMins = 5
 )
 
 var q4x16Mask3F, q4x16Mask30 Mem
@@ -45,9 +47,20 @@ func dotQ4KX16(T int) {
 	defer func() { evex = false }()
 	name := fmt.Sprintf("dotQ4KX16AVX512t%d", T)
 	// Not NOSPLIT: the unpacked scales need more stack than a NOSPLIT function may take.
-	TEXT(name, 0, "func(x *byte, y *byte, ys int, nb int, out *float32, os int)")
+	// With 5 tokens or more the mins' products take the bsums in pairs of
+	// sub-blocks (acts.bsT): 4 VPDPWSSD a token and block instead of 8.
+	pairs := T >= q4x16PairMins
+	if pairs {
+		TEXT(name, 0, "func(x *byte, y *byte, ys int, bs *int32, gs int, nb int, out *float32, os int)")
+	} else {
+		TEXT(name, 0, "func(x *byte, y *byte, ys int, nb int, out *float32, os int)")
+	}
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s sets out[t·os + r] to the dot product of row r < 16 of the nb packed Q4_K blocks at x (q4KX16 layout) with the q8KBlocks at y + t·ys, t < %d: dotQ4KRowGeneric's bits.", name, T))
+	doc := fmt.Sprintf("%s sets out[t·os + r] to the dot product of row r < 16 of the nb packed Q4_K blocks at x (q4KX16 layout) with the q8KBlocks at y + t·ys, t < %d: dotQ4KRowGeneric's bits.", name, T)
+	if pairs {
+		doc += " bs + b·4·gs + i·gs + 4t holds token t's two int16 sums of sub-blocks 2i and 2i+1 of block b (acts.bsT)."
+	}
+	Doc(doc)
 	load := func(name string) GPVirtual {
 		r := GP64()
 		Load(Param(name), r)
@@ -59,6 +72,12 @@ func dotQ4KX16(T int) {
 		ys = load("ys")
 	}
 	toks := newRowSet(load("y"), ys, T)
+	var bs, gs, gs3 GPVirtual
+	if pairs {
+		bs, gs = load("bs"), load("gs")
+		gs3 = GP64()
+		LEAQ(Mem{Base: gs, Index: gs, Scale: 2}, gs3)
+	}
 	nb := load("nb")
 	osb := AllocLocal(8)
 	{
@@ -170,15 +189,41 @@ func dotQ4KX16(T int) {
 			}
 		}
 	}
-	// Σ m·(the sub-block's two bsums): the min in both words of a dword.
 	ms := newAccs()
-	for k := 0; k < 8; k++ {
-		m, h := ZMM(), ZMM()
-		VPMOVZXBD(local.Offset(128+16*k), m)
-		VPSLLD(U8(16), m, h)
-		VPORD(h, m, m)
-		for t := 0; t < T; t++ {
-			rawBcst("VPDPWSSD", toks.at(t).Offset(q8KBsums+4*k), m, ms[t])
+	if pairs {
+		// Σ m·bsum by pairs of sub-blocks: the mins of 2i and 2i+1 in the
+		// words of a dword, the sums of their 32 activations in bsT's.
+		for i := 0; i < 4; i++ {
+			m, h := ZMM(), ZMM()
+			VPMOVZXBD(local.Offset(128+32*i), m)
+			VPMOVZXBD(local.Offset(128+32*i+16), h)
+			VPSLLD(U8(16), h, h)
+			VPORD(h, m, m)
+			for t := 0; t < T; t++ {
+				var a Mem
+				switch i {
+				case 0:
+					a = Mem{Base: bs, Disp: 4 * t}
+				case 1:
+					a = Mem{Base: bs, Index: gs, Scale: 1, Disp: 4 * t}
+				case 2:
+					a = Mem{Base: bs, Index: gs, Scale: 2, Disp: 4 * t}
+				default:
+					a = Mem{Base: bs, Index: gs3, Scale: 1, Disp: 4 * t}
+				}
+				rawBcst("VPDPWSSD", a, m, ms[t])
+			}
+		}
+	} else {
+		// Σ m·(the sub-block's two bsums): the min in both words of a dword.
+		for k := 0; k < 8; k++ {
+			m, h := ZMM(), ZMM()
+			VPMOVZXBD(local.Offset(128+16*k), m)
+			VPSLLD(U8(16), m, h)
+			VPORD(h, m, m)
+			for t := 0; t < T; t++ {
+				rawBcst("VPDPWSSD", toks.at(t).Offset(q8KBsums+4*k), m, ms[t])
+			}
 		}
 	}
 	xd, xm := ZMM(), ZMM()
@@ -205,6 +250,9 @@ func dotQ4KX16(T int) {
 	}
 	ADDQ(U32(q4x16Size), x)
 	toks.advance(q8KSize)
+	if pairs {
+		LEAQ(Mem{Base: bs, Index: gs, Scale: 4}, bs)
+	}
 	DECQ(nb)
 	JMP(LabelRef("loop"))
 

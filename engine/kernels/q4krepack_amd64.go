@@ -4,10 +4,32 @@ package kernels
 
 import "unsafe"
 
-// q4KX16 are the packed Q4_K kernels by token count (q4krepack.go).
-var q4KX16 = [10]func(x *byte, y *byte, ys int, nb int, out *float32, os int){
-	1: dotQ4KX16AVX512t1, 2: dotQ4KX16AVX512t2, 3: dotQ4KX16AVX512t3, 4: dotQ4KX16AVX512t4, 5: dotQ4KX16AVX512t5,
-	6: dotQ4KX16AVX512t6, 7: dotQ4KX16AVX512t7, 8: dotQ4KX16AVX512t8, 9: dotQ4KX16AVX512t9,
+// q4KX16 runs the packed Q4_K kernel of n ≤ 9 tokens (q4krepack.go): from 5
+// tokens on, the kernels take the mins' bsums in pairs from bs (acts.bsT at the
+// first token; gs its stride between pairs, in bytes).
+func q4KX16(n int, x, y *byte, ys int, bs *int32, gs, nb int, out *float32, os int) {
+	switch n {
+	case 1:
+		dotQ4KX16AVX512t1(x, y, ys, nb, out, os)
+	case 2:
+		dotQ4KX16AVX512t2(x, y, ys, nb, out, os)
+	case 3:
+		dotQ4KX16AVX512t3(x, y, ys, nb, out, os)
+	case 4:
+		dotQ4KX16AVX512t4(x, y, ys, nb, out, os)
+	case 5:
+		dotQ4KX16AVX512t5(x, y, ys, bs, gs, nb, out, os)
+	case 6:
+		dotQ4KX16AVX512t6(x, y, ys, bs, gs, nb, out, os)
+	case 7:
+		dotQ4KX16AVX512t7(x, y, ys, bs, gs, nb, out, os)
+	case 8:
+		dotQ4KX16AVX512t8(x, y, ys, bs, gs, nb, out, os)
+	case 9:
+		dotQ4KX16AVX512t9(x, y, ys, bs, gs, nb, out, os)
+	default:
+		panic("kernels: no packed Q4_K kernel of this many tokens")
+	}
 }
 
 // PacksQ4K reports whether Q4_K matrices are worth packing (PackQ4K): whether
@@ -44,16 +66,21 @@ func (m *matMul) packedRows(lo, hi int) int {
 			if n > 9 {
 				n = 8
 			}
-			k := q4KX16[n]
 			y := (*byte)(unsafe.Pointer(&a.q8k[t*nb]))
+			var bs *int32
+			if n >= 5 {
+				_ = a.bsT[(4*nb-1)*a.yds+t+n-1]
+				bs = &a.bsT[t]
+			}
+			gs := 4 * a.yds
 			for g := b0; g < b1; g += 16 {
 				_ = m.w.Data[(g/16+1)*gb-1]
 				x := &m.w.Data[g/16*gb]
 				if g >= lo && g+16 <= end {
-					k(x, y, ys, nb, &m.dst[t*rows+g], rows)
+					q4KX16(n, x, y, ys, bs, gs, nb, &m.dst[t*rows+g], rows)
 					continue
 				}
-				k(x, y, ys, nb, &tmp[0], 16)
+				q4KX16(n, x, y, ys, bs, gs, nb, &tmp[0], 16)
 				for i := 0; i < n; i++ {
 					for r := max(lo, g); r < min(end, g+16); r++ {
 						m.dst[(t+i)*rows+r] = tmp[16*i+r-g]

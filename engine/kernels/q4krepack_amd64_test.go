@@ -10,12 +10,6 @@ import (
 	"unsafe"
 )
 
-// q4KX16Kernels are the packed Q4_K kernels by token count.
-var q4KX16KernelsT = [10]func(x *byte, y *byte, ys int, nb int, out *float32, os int){
-	1: dotQ4KX16AVX512t1, 2: dotQ4KX16AVX512t2, 3: dotQ4KX16AVX512t3, 4: dotQ4KX16AVX512t4, 5: dotQ4KX16AVX512t5,
-	6: dotQ4KX16AVX512t6, 7: dotQ4KX16AVX512t7, 8: dotQ4KX16AVX512t8, 9: dotQ4KX16AVX512t9,
-}
-
 // TestQ4KX16KernelsMatchReference: the packed kernels of 1 … 9 tokens give
 // every (row, token) dotQ4KRowGeneric's bits on the plain rows, on quantized,
 // random and extreme weights and activations, writing nothing else.
@@ -33,6 +27,8 @@ func TestQ4KX16KernelsMatchReference(t *testing.T) {
 		for _, am := range []string{"quantized", "random", "min", "max"} {
 			const yn = 11
 			y := q8KActs(r, yn*nb, am, false)
+			bsT := make([]int32, 4*nb*yn)
+			transposeBsums(bsT, y, nb, yn, yn)
 			for T := 1; T <= 9; T++ {
 				name := fmt.Sprintf("%d tokens, nb %d, acts %s", T, nb, am)
 				const t0, os = 1, 19
@@ -40,7 +36,7 @@ func TestQ4KX16KernelsMatchReference(t *testing.T) {
 				for i := range out {
 					out[i] = guard
 				}
-				q4KX16KernelsT[T](&m.Data[0], (*byte)(unsafe.Pointer(&y[t0*nb])), nb*int(unsafe.Sizeof(y[0])), nb, &out[1], os)
+				q4KX16(T, &m.Data[0], (*byte)(unsafe.Pointer(&y[t0*nb])), nb*int(unsafe.Sizeof(y[0])), &bsT[t0], 4*yn, nb, &out[1], os)
 				for i, v := range out {
 					tk, row := (i-1)/os, (i-1)%os
 					if i == 0 || row >= 16 || tk >= T {
@@ -71,13 +67,14 @@ func BenchmarkQ4KX16Kernels(b *testing.B) {
 	m := q4KMatrix(r, 16, nb)
 	PackQ4K(&m)
 	y := q8KActs(r, 9*nb, "quantized", false)
+	bsT := make([]int32, 4*nb*9)
+	transposeBsums(bsT, y, nb, 9, 9)
 	out := make([]float32, 9*16)
 	for _, T := range []int{1, 5, 8, 9} {
 		b.Run(fmt.Sprintf("t=%d", T), func(b *testing.B) {
-			k := q4KX16KernelsT[T]
 			c0 := cpuSeconds()
 			for b.Loop() {
-				k(&m.Data[0], (*byte)(unsafe.Pointer(&y[0])), nb*int(unsafe.Sizeof(y[0])), nb, &out[0], 16)
+				q4KX16(T, &m.Data[0], (*byte)(unsafe.Pointer(&y[0])), nb*int(unsafe.Sizeof(y[0])), &bsT[0], 4*9, nb, &out[0], 16)
 			}
 			b.ReportMetric((cpuSeconds()-c0)*1e9/float64(b.N*nb*T), "cpu-ns/block-token")
 		})
