@@ -189,7 +189,7 @@ func (l *loader) matrix(name string, cols, rows int) kernels.Matrix {
 		l.err = fmt.Errorf("%w: tensor %s: %w", ErrBadModel, name, err)
 		return m
 	}
-	packQ4K(&m, name)
+	packQ4K(l.f, &m, name)
 	return m
 }
 
