@@ -80,3 +80,34 @@ func BenchmarkQ4KX16Kernels(b *testing.B) {
 		})
 	}
 }
+
+// TestMatMulPackedQ4KLevels: MatMul on a packed Q4_K matrix gives, on every
+// assembly level (the packed kernels, and the levels that unpack each row), the
+// bits of the plain matrix on the generic level, for token counts around the
+// kernels' chunks.
+func TestMatMulPackedQ4KLevels(t *testing.T) {
+	r := rand.New(rand.NewPCG(33, 53))
+	const rows, cols = 53, 768
+	plain := q4KMatrix(r, rows, cols/qkK)
+	packed := plain
+	packed.Data = append([]byte(nil), plain.Data...)
+	PackQ4K(&packed)
+	for _, nTok := range []int{1, 3, 5, 9, 16, 37} {
+		x := randRow(r, nTok*cols, 1)
+		restore := setSIMD("generic")
+		want := make([]float32, nTok*rows)
+		MatMul(want, plain, x, nTok)
+		restore()
+		for _, level := range simdLevels() {
+			restore := setSIMD(level)
+			got := make([]float32, nTok*rows)
+			MatMul(got, packed, x, nTok)
+			restore()
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%d tokens, %s: token %d row %d = %v, plain generic %v", nTok, level, i/rows, i%rows, got[i], want[i])
+				}
+			}
+		}
+	}
+}
