@@ -1,6 +1,6 @@
-//go:build !unix
+//go:build !linux
 
 package gguf
 
-// Release does nothing where the file is read into memory rather than mapped.
+// Release does nothing here (outside Linux): the mapping keeps its pages.
 func (f *File) Release(b []byte) {}

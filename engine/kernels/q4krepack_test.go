@@ -138,3 +138,23 @@ func TestMatMulPackedQ4KMatchesPlain(t *testing.T) {
 		}
 	}
 }
+
+// TestMatMulsVecDotPackedQ4K: MatMulsVecDot (ggml's vec_dot orders, LoRA's
+// products) on a packed Q4_K matrix gives the plain matrix's bits.
+func TestMatMulsVecDotPackedQ4K(t *testing.T) {
+	r := rand.New(rand.NewPCG(33, 54))
+	const rows, nb, nTok = 37, 3, 5
+	plain := q4KMatrix(r, rows, nb)
+	packed := plain
+	packed.Data = bytes.Clone(plain.Data)
+	PackQ4K(&packed)
+	x := randRow(r, nTok*plain.Cols, 1)
+	want, got := make([]float32, nTok*rows), make([]float32, nTok*rows)
+	MatMulsVecDot([]Product{{Dst: want, W: plain, X: x, NTok: nTok}}, true)
+	MatMulsVecDot([]Product{{Dst: got, W: packed, X: x, NTok: nTok}}, true)
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("token %d row %d: %v, plain %v", i/rows, i%rows, got[i], want[i])
+		}
+	}
+}
