@@ -2,6 +2,8 @@ package model
 
 import (
 	"bytes"
+	"os"
+	"runtime"
 	"strings"
 
 	"github.com/lmlite/lmlite/engine/gguf"
@@ -13,11 +15,36 @@ import (
 // matrix is copied out of the file's read-only mapping once and repacked in
 // place (kernels.PackQ4K): the same bytes, in the process's own memory rather
 // than the shared page cache, whose pages of the plain matrix the process
-// releases (so its resident memory counts them once; but worker processes
-// each hold their own copy, where the mapping would share one).
-// Every product keeps its bits either way. Tests and benchmarks set it to
-// compare the two layouts.
-var PackQ4K = true
+// releases (gguf.File.Release) so that its resident memory counts them once.
+// Every product keeps its bits either way.
+//
+// Its default is PackQ4KDefault's for an in-process engine on this system
+// (LMLITE_PACK_Q4K=0 or 1 overrides it); a worker process of the workers mode
+// sets it to PackQ4KDefault's for a worker before loading (cmd/lmlite's worker).
+// Tests and benchmarks set it to compare the two layouts.
+var PackQ4K = PackQ4KDefault(runtime.GOOS, false, os.Getenv(EnvPackQ4K))
+
+// EnvPackQ4K is the environment variable that overrides PackQ4KDefault: "0"
+// loads Q4_K plain, "1" packs it (where kernels.PacksQ4K); anything else
+// leaves the default.
+const EnvPackQ4K = "LMLITE_PACK_Q4K"
+
+// PackQ4KDefault decides whether Load packs Q4_K matrices (PackQ4K) on system
+// goos, in a worker process of the workers mode (worker) or not, with
+// EnvPackQ4K's value env. Packing is on only where it costs no memory: on
+// Linux, where the file's pages of a packed matrix are released
+// (gguf.File.Release; elsewhere the process would hold the weights twice),
+// and not in a worker process, whose packed copy would be its own anonymous
+// memory where the plain matrices share the page cache with the other workers.
+func PackQ4KDefault(goos string, worker bool, env string) bool {
+	switch env {
+	case "0":
+		return false
+	case "1":
+		return true
+	}
+	return goos == "linux" && !worker
+}
 
 // packQ4K packs the Q4_K layer matrix m (tensor name) when PackQ4K says so.
 // token_embd.weight stays plain: its rows are read one by one as embeddings. The

@@ -77,3 +77,32 @@ func samePackedBits(t *testing.T, what string, i int, got, want []float32) {
 		}
 	}
 }
+
+// TestPackQ4KDefaultOnlyWhereItCostsNoMemory: Load packs Q4_K by default only
+// in an in-process engine on Linux (where the file's pages of a packed matrix
+// are released); not in a worker process of the workers mode (whose packed copy
+// would not be shared) nor outside Linux (where the weights would be held
+// twice); LMLITE_PACK_Q4K=0/1 overrides the default either way.
+func TestPackQ4KDefaultOnlyWhereItCostsNoMemory(t *testing.T) {
+	for _, c := range []struct {
+		goos   string
+		worker bool
+		env    string
+		want   bool
+	}{
+		{"linux", false, "", true},
+		{"linux", true, "", false},
+		{"darwin", false, "", false},
+		{"windows", false, "", false},
+		{"freebsd", true, "", false},
+		{"linux", false, "0", false},
+		{"linux", true, "1", true},
+		{"darwin", false, "1", true},
+		{"linux", false, "yes", true},
+		{"linux", true, "yes", false},
+	} {
+		if got := model.PackQ4KDefault(c.goos, c.worker, c.env); got != c.want {
+			t.Errorf("PackQ4KDefault(%q, worker %v, %s=%q) = %v, want %v", c.goos, c.worker, model.EnvPackQ4K, c.env, got, c.want)
+		}
+	}
+}
