@@ -3,6 +3,7 @@
 package gguf
 
 import (
+	"bytes"
 	"os"
 	"syscall"
 	"unsafe"
@@ -26,4 +27,31 @@ func (f *File) Release(b []byte) {
 		return
 	}
 	_ = syscall.Madvise(b[lo:hi], syscall.MADV_DONTNEED)
+}
+
+// Copy returns a private copy of b (a part of the file's data) to change in
+// place (a repacked layout), outside the Go heap when f is mapped: an anonymous
+// mapping of its own, unmapped with the file's (Close), so that hundreds of MiB
+// of weights do not raise the garbage collector's goal (GOGC) and let that much
+// garbage accumulate beside them. A File that is not mapped (Parse's) copies b
+// onto the heap.
+func (f *File) Copy(b []byte) []byte {
+	if f.unmap == nil || len(b) == 0 {
+		return bytes.Clone(b)
+	}
+	c, err := syscall.Mmap(-1, 0, len(b), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	if err != nil {
+		return bytes.Clone(b)
+	}
+	adviseHugePages(c)
+	copy(c, b)
+	unmap := f.unmap
+	f.unmap = func() error {
+		err := unmap()
+		if e := syscall.Munmap(c); err == nil {
+			err = e
+		}
+		return err
+	}
+	return c
 }

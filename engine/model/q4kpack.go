@@ -1,7 +1,6 @@
 package model
 
 import (
-	"bytes"
 	"os"
 	"runtime"
 	"strings"
@@ -46,16 +45,17 @@ func PackQ4KDefault(goos string, worker bool, env string) bool {
 	return goos == "linux" && !worker
 }
 
-// packQ4K packs the Q4_K layer matrix m (tensor name) when PackQ4K says so.
-// token_embd.weight stays plain: its rows are read one by one as embeddings. The
-// file's pages of the plain matrix are released (gguf.File.Release), so that
-// the process's resident memory holds the weights once.
-func packQ4K(f *gguf.File, m *kernels.Matrix, name string) {
+// packQ4K packs the Q4_K layer matrix m (tensor name) when PackQ4K says so,
+// into a copy of its bytes (gguf.File.Copy), and reports whether it did; the
+// caller releases the file's plain bytes (gguf.File.Release) once the loading
+// reads no more tensors, so that the process's resident memory holds the
+// weights once. token_embd.weight stays plain: its rows are read one by one as
+// embeddings.
+func packQ4K(f *gguf.File, m *kernels.Matrix, name string) bool {
 	if !PackQ4K || m.Type != kernels.Q4_K || m.Rows < 16 || !strings.HasPrefix(name, "blk.") || !kernels.PacksQ4K() {
-		return
+		return false
 	}
-	plain := m.Data
-	m.Data = bytes.Clone(plain)
+	m.Data = f.Copy(m.Data)
 	kernels.PackQ4K(m)
-	f.Release(plain)
+	return true
 }
