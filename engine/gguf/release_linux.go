@@ -34,7 +34,8 @@ func (f *File) Release(b []byte) {
 // mapping of its own, unmapped with the file's (Close), so that hundreds of MiB
 // of weights do not raise the garbage collector's goal (GOGC) and let that much
 // garbage accumulate beside them. A File that is not mapped (Parse's) copies b
-// onto the heap.
+// onto the heap. Not for concurrent use with Copy or Close on the same File
+// (each load maps its own: Open, Remap).
 func (f *File) Copy(b []byte) []byte {
 	if f.unmap == nil || len(b) == 0 {
 		return bytes.Clone(b)
