@@ -197,6 +197,14 @@ func dotQ6KAVX512Tokens(T int) {
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
+	if T == 9 {
+		// A verification step's weights stream from memory once: prefetch
+		// them as dotQ4KTileP does (four lines per 210-byte block, past the
+		// row's end into the next row's).
+		for o := 0; o < 4; o++ {
+			PREFETCHT0(Mem{Base: x, Disp: q4KPrefetch + 64*o})
+		}
+	}
 	sw16 := ZMM()
 	VPMOVSXBW(Mem{Base: x, Disp: 192}, sw16.AsY())
 	acc := make([]VecVirtual, T)

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"os"
+	"runtime"
+
 	"github.com/lmlite/lmlite/engine"
+	"github.com/lmlite/lmlite/engine/model"
 	"github.com/lmlite/lmlite/engine/worker"
 )
 
@@ -11,7 +15,12 @@ func init() {
 
 // workerMain is `lmlite worker`: engine/worker's Main serving an engine.Block (the
 // worker package does not import the engine; the program joins them).
-func workerMain(args []string) error { return worker.Main(args, newWorkerBlock) }
+// A worker loads Q4_K plain (model.PackQ4KDefault): its plain matrices are the
+// page cache the workers share, where a packed copy would be each worker's own.
+func workerMain(args []string) error {
+	model.PackQ4K = model.PackQ4KDefault(runtime.GOOS, true, os.Getenv(model.EnvPackQ4K))
+	return worker.Main(args, newWorkerBlock)
+}
 
 // newWorkerBlock is engine.New as a worker's Block.
 func newWorkerBlock(cfg engine.Config) (worker.Block, error) {

@@ -452,6 +452,11 @@ func (m *matMul) rows(lo, hi int) {
 		m.vecDotRows(lo, hi)
 		return
 	}
+	if lo < m.w.Packed {
+		if lo = m.packedRows(lo, hi); lo == hi {
+			return
+		}
+	}
 	w, a, dst := m.w, m.a, m.dst
 	if m.nTok == 1 {
 		for r := m.fastRows(lo, hi); r < hi; r++ {

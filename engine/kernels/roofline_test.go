@@ -27,11 +27,13 @@ import (
 //     products, T = 9 a k = 8 verification's;
 //   - l2/n=T: the same products on the first rows of each matrix (about 96 KiB),
 //     repeated up to its row count: the same instructions with the weights in
-//     L2 — the kernels' compute time without memory stalls.
+//     L2 — the kernels' compute time without memory stalls;
+//   - pk/n=T and pkl2/n=T: mm and l2 with the Q4_K matrices packed (PackQ4K).
 //
 // One thread (every product inline); cpu-ms/op is the process's CPU time per
 // pass over every matrix. LMLITE_BENCH_TS lists the token counts (default 1,9);
-// LMLITE_BENCH_ROOF picks the parts (comma-separated name prefixes, default all).
+// LMLITE_BENCH_ROOF picks the parts (comma-separated name prefixes, default all),
+// LMLITE_BENCH_TYPE the matrices of one type (e.g. Q4_K; default all).
 func BenchmarkVerifyRoofline(b *testing.B) {
 	path := os.Getenv("LMLITE_BENCH_MODEL")
 	if path == "" {
@@ -57,6 +59,9 @@ func BenchmarkVerifyRoofline(b *testing.B) {
 			continue
 		}
 		w := Matrix{Type: Type(t.Type), Cols: int(sh[0]), Rows: int(sh[1]), Data: f.TensorData(t)}
+		if only := os.Getenv("LMLITE_BENCH_TYPE"); only != "" && w.Type.String() != only {
+			continue
+		}
 		ws = append(ws, w)
 		total += len(w.Data)
 		byType[w.Type] += len(w.Data)
@@ -149,6 +154,40 @@ func BenchmarkVerifyRoofline(b *testing.B) {
 				}
 			}
 		})
+	}
+	// The same products with the Q4_K matrices packed (PackQ4K, on copies):
+	// pk/n=T as mm/n=T, pkl2/n=T as l2/n=T.
+	if parts == "" || strings.Contains(parts, "pk") {
+		pws := make([]Matrix, len(ws))
+		for i, w := range ws {
+			pws[i] = w
+			if w.Type == Q4_K {
+				pws[i].Data = bytes.Clone(w.Data)
+				PackQ4K(&pws[i])
+			}
+		}
+		for _, T := range ts {
+			run(fmt.Sprintf("pk/n=%d", T), func() {
+				for i, w := range pws {
+					mm := matMul{dst: dst, w: w, a: prepared[T][i], nTok: T, rb: w.Type.RowBytes(w.Cols)}
+					mm.rows(0, w.Rows)
+				}
+			})
+		}
+		for _, T := range ts {
+			run(fmt.Sprintf("pkl2/n=%d", T), func() {
+				for i, w := range pws {
+					rb := w.Type.RowBytes(w.Cols)
+					r := min(w.Rows, max(16, (96<<10)/rb/16*16))
+					small := w
+					small.Rows, small.Data, small.Packed = r, w.Data[:r*rb], min(w.Packed, r)
+					mm := matMul{dst: dst, w: small, a: prepared[T][i], nTok: T, rb: rb}
+					for done := 0; done < w.Rows; done += r {
+						mm.rows(0, r)
+					}
+				}
+			})
+		}
 	}
 	_ = sink
 }

@@ -1277,6 +1277,51 @@ func dotQ2KAVX512x16t16(x *byte, rb int, y *byte, ys int, nb int, out *float32, 
 //go:noescape
 func dotQ2KAVX512x16t1(x *byte, rb int, y *byte, ys int, nb int, out *float32, os int)
 
+// dotQ4KX16AVX512t1 sets out[t·os + r] to the dot product of row r < 16 of the nb packed Q4_K blocks at x (q4KX16 layout) with the q8KBlocks at y + t·ys, t < 1: dotQ4KRowGeneric's bits.
+//
+//go:noescape
+func dotQ4KX16AVX512t1(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4KX16AVX512t2 sets out[t·os + r] to the dot product of row r < 16 of the nb packed Q4_K blocks at x (q4KX16 layout) with the q8KBlocks at y + t·ys, t < 2: dotQ4KRowGeneric's bits.
+//
+//go:noescape
+func dotQ4KX16AVX512t2(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4KX16AVX512t3 sets out[t·os + r] to the dot product of row r < 16 of the nb packed Q4_K blocks at x (q4KX16 layout) with the q8KBlocks at y + t·ys, t < 3: dotQ4KRowGeneric's bits.
+//
+//go:noescape
+func dotQ4KX16AVX512t3(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4KX16AVX512t4 sets out[t·os + r] to the dot product of row r < 16 of the nb packed Q4_K blocks at x (q4KX16 layout) with the q8KBlocks at y + t·ys, t < 4: dotQ4KRowGeneric's bits.
+//
+//go:noescape
+func dotQ4KX16AVX512t4(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4KX16AVX512t5 sets out[t·os + r] to the dot product of row r < 16 of the nb packed Q4_K blocks at x (q4KX16 layout) with the q8KBlocks at y + t·ys, t < 5: dotQ4KRowGeneric's bits. bs + b·4·gs + i·gs + 4t holds token t's two int16 sums of sub-blocks 2i and 2i+1 of block b (acts.bsT).
+//
+//go:noescape
+func dotQ4KX16AVX512t5(x *byte, y *byte, ys int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KX16AVX512t6 sets out[t·os + r] to the dot product of row r < 16 of the nb packed Q4_K blocks at x (q4KX16 layout) with the q8KBlocks at y + t·ys, t < 6: dotQ4KRowGeneric's bits. bs + b·4·gs + i·gs + 4t holds token t's two int16 sums of sub-blocks 2i and 2i+1 of block b (acts.bsT).
+//
+//go:noescape
+func dotQ4KX16AVX512t6(x *byte, y *byte, ys int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KX16AVX512t7 sets out[t·os + r] to the dot product of row r < 16 of the nb packed Q4_K blocks at x (q4KX16 layout) with the q8KBlocks at y + t·ys, t < 7: dotQ4KRowGeneric's bits. bs + b·4·gs + i·gs + 4t holds token t's two int16 sums of sub-blocks 2i and 2i+1 of block b (acts.bsT).
+//
+//go:noescape
+func dotQ4KX16AVX512t7(x *byte, y *byte, ys int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KX16AVX512t8 sets out[t·os + r] to the dot product of row r < 16 of the nb packed Q4_K blocks at x (q4KX16 layout) with the q8KBlocks at y + t·ys, t < 8: dotQ4KRowGeneric's bits. bs + b·4·gs + i·gs + 4t holds token t's two int16 sums of sub-blocks 2i and 2i+1 of block b (acts.bsT).
+//
+//go:noescape
+func dotQ4KX16AVX512t8(x *byte, y *byte, ys int, bs *int32, gs int, nb int, out *float32, os int)
+
+// dotQ4KX16AVX512t9 sets out[t·os + r] to the dot product of row r < 16 of the nb packed Q4_K blocks at x (q4KX16 layout) with the q8KBlocks at y + t·ys, t < 9: dotQ4KRowGeneric's bits. bs + b·4·gs + i·gs + 4t holds token t's two int16 sums of sub-blocks 2i and 2i+1 of block b (acts.bsT).
+//
+//go:noescape
+func dotQ4KX16AVX512t9(x *byte, y *byte, ys int, bs *int32, gs int, nb int, out *float32, os int)
+
 // dotQ4_1AVX512x16t1 sets out[t·os + r] = dotQ4_1AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
 //
 //go:noescape

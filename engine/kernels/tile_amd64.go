@@ -480,7 +480,7 @@ const vnniMinTokens = 5
 // of rows tokens by weights of type wt: for the 16-token kernels, and for the
 // VNNI kernels of fewer tokens (a verification step's positions).
 func permutesActs(wt Type, rows int) bool {
-	return rows >= 16 || (wt == Q4_K && useVNNI16 && rows >= vnniMinTokens)
+	return rows >= 16 || (wt == Q4_K && useAVX512 && rows >= vnniMinTokens) // (useAVX512: also packed Q4_K's bsT)
 }
 
 // q4KRowVNNI computes the output of the Q4_K row r for tokens [t0, t0+nt),

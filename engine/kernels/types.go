@@ -144,6 +144,9 @@ type Matrix struct {
 	Type       Type
 	Rows, Cols int
 	Data       []byte
+	// Packed is how many leading rows (whole groups of 16) PackQ4K put in the
+	// packed Q4_K layout of its kernels (q4krepack.go); 0 for a plain matrix.
+	Packed int
 }
 
 // Row returns the encoded bytes of row i.

@@ -59,8 +59,13 @@ func (m *matMul) vecDotRows(lo, hi int) {
 		}
 		return
 	}
+	var buf []byte
 	for r := lo; r < hi; r++ {
 		row := w.Data[r*m.rb : (r+1)*m.rb]
+		if r < w.Packed {
+			buf = w.RowInto(buf, r) // a packed Q4_K row (PackQ4K), unpacked
+			row = buf
+		}
 		for t := 0; t < m.nTok; t++ {
 			dst[t*w.Rows+r] = vecDotRow(w.Type, row, a, t)
 		}

@@ -18,12 +18,13 @@ import (
 // would mix in tg's prefill). Besides the time, each phase reports the process's CPU
 // time (user + system) per op, cpu-ms/op: on a shared machine the wall time mostly
 // measures the other jobs, the CPU time what the step costs (spinning workers
-// included).
+// included). LMLITE_BENCH_PACK=0 loads the Q4_K matrices plain (PackQ4K).
 func BenchmarkFile(b *testing.B) {
 	path := os.Getenv("LMLITE_BENCH_MODEL")
 	if path == "" {
 		b.Skip("LMLITE_BENCH_MODEL not set")
 	}
+	defer benchPack()()
 	m, err := Open(path)
 	if err != nil {
 		b.Fatal(err)

@@ -19,7 +19,8 @@ import (
 // step (on a shared machine, what the step costs); a k-step pays when its accepted
 // tokens + 1 exceed its cost over k = 0's. LMLITE_BENCH_THREADS sets the worker
 // pool's size (default one per CPU; 1 runs every product inline, so a loaded
-// machine's waiting workers stay out of the CPU time).
+// machine's waiting workers stay out of the CPU time). LMLITE_BENCH_PACK=0 loads
+// the Q4_K matrices plain (PackQ4K), to compare the layouts.
 func BenchmarkVerifyStep(b *testing.B) {
 	path := os.Getenv("LMLITE_BENCH_MODEL")
 	if path == "" {
@@ -28,6 +29,7 @@ func BenchmarkVerifyStep(b *testing.B) {
 	if os.Getenv("LMLITE_BENCH_THREADS") != "" {
 		defer kernels.SetThreads(kernels.SetThreads(benchEnvInt(b, "LMLITE_BENCH_THREADS", 0)))
 	}
+	defer benchPack()()
 	m, err := Open(path)
 	if err != nil {
 		b.Fatal(err)
@@ -66,4 +68,14 @@ func BenchmarkVerifyStep(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchPack sets PackQ4K from LMLITE_BENCH_PACK (0: load Q4_K plain) for a
+// benchmark's Open, returning the restore.
+func benchPack() func() {
+	p := PackQ4K
+	if os.Getenv("LMLITE_BENCH_PACK") == "0" {
+		PackQ4K = false
+	}
+	return func() { PackQ4K = p }
 }

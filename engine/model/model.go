@@ -134,6 +134,9 @@ func Load(f *gguf.File) (*Model, error) {
 			ly.down = l.matrix(p+"ffn_down.weight", cfg.FFN, cfg.Dim)
 		}
 	}
+	for _, b := range l.packed {
+		f.Release(b)
+	}
 	if l.err != nil {
 		return nil, l.err
 	}
@@ -148,6 +151,11 @@ func Load(f *gguf.File) (*Model, error) {
 type loader struct {
 	f   *gguf.File
 	err error
+	// packed are the file's bytes of the matrices packQ4K copied, released
+	// (gguf.File.Release) at once and again when every tensor is read: a read
+	// of a neighbour after a release maps its large folio again, the released
+	// pages included.
+	packed [][]byte
 }
 
 func (l *loader) info(name string, dims ...int) *gguf.TensorInfo {
@@ -187,6 +195,11 @@ func (l *loader) matrix(name string, cols, rows int) kernels.Matrix {
 	m := kernels.Matrix{Type: kernels.Type(t.Type), Rows: rows, Cols: cols, Data: l.f.TensorData(t)}
 	if err := m.Check(); err != nil {
 		l.err = fmt.Errorf("%w: tensor %s: %w", ErrBadModel, name, err)
+		return m
+	}
+	if plain := m.Data; packQ4K(l.f, &m, name) {
+		l.f.Release(plain)
+		l.packed = append(l.packed, plain)
 	}
 	return m
 }
