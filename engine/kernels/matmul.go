@@ -75,7 +75,10 @@ type acts struct {
 	q6P []byte
 	// q8kW is, for products through the lattice types' panels (usesPanel),
 	// the quants widened to int16 in the panels' order (iqpanel.go).
-	q8kW  []int16
+	q8kW []int16
+	// q8kU is, for products through the IQ2 byte panels (usesIQ2Panel), the
+	// quants as bytes q+128 in those panels' order (iq2panel.go).
+	q8kU  []byte
 	rows  int
 	shift int // Q8_0: actShift
 	// yds is ydT's stride: rows, but 4 for 2 or 3 rows, which q8k and ydT then
@@ -159,6 +162,9 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 		}
 		if usesPanel(wt, rows) {
 			a.widenQ8K(nb, rows)
+		}
+		if usesIQ2Panel(wt, rows) {
+			a.iq2Acts(nb, rows)
 		}
 	default:
 		panic("kernels: no activation format " + typ.String())

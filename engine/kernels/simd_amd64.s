@@ -25247,6 +25247,1390 @@ decode_IQ2S:
 	VZEROUPPER
 	RET
 
+DATA iq2PanelIdxA<>+0(SB)/8, $0x0000000400000000
+DATA iq2PanelIdxA<>+8(SB)/8, $0x0000000c00000008
+DATA iq2PanelIdxA<>+16(SB)/8, $0x0000001400000010
+DATA iq2PanelIdxA<>+24(SB)/8, $0x0000001c00000018
+DATA iq2PanelIdxA<>+32(SB)/8, $0x0000000500000001
+DATA iq2PanelIdxA<>+40(SB)/8, $0x0000000d00000009
+DATA iq2PanelIdxA<>+48(SB)/8, $0x0000001500000011
+DATA iq2PanelIdxA<>+56(SB)/8, $0x0000001d00000019
+GLOBL iq2PanelIdxA<>(SB), RODATA|NOPTR, $64
+
+DATA iq2PanelIdxB<>+0(SB)/8, $0x0000000600000002
+DATA iq2PanelIdxB<>+8(SB)/8, $0x0000000e0000000a
+DATA iq2PanelIdxB<>+16(SB)/8, $0x0000001600000012
+DATA iq2PanelIdxB<>+24(SB)/8, $0x0000001e0000001a
+DATA iq2PanelIdxB<>+32(SB)/8, $0x0000000700000003
+DATA iq2PanelIdxB<>+40(SB)/8, $0x0000000f0000000b
+DATA iq2PanelIdxB<>+48(SB)/8, $0x0000001700000013
+DATA iq2PanelIdxB<>+56(SB)/8, $0x0000001f0000001b
+GLOBL iq2PanelIdxB<>(SB), RODATA|NOPTR, $64
+
+// func iq2PanelAVX512r4t4(w *byte, a *byte, as int, dx *float32, corr *int32, dy *float32, dys int, nb int, factor float32, out *float32)
+// Requires: AVX, AVX512F, SSE
+TEXT ·iq2PanelAVX512r4t4(SB), NOSPLIT, $0-80
+	MOVQ         w+0(FP), AX
+	MOVQ         a+8(FP), CX
+	MOVQ         as+16(FP), DX
+	MOVQ         dx+24(FP), BX
+	MOVQ         corr+32(FP), SI
+	MOVQ         dy+40(FP), DI
+	MOVQ         dys+48(FP), R8
+	MOVQ         nb+56(FP), R9
+	MOVSS        factor+64(FP), X0
+	VBROADCASTSS X0, Z0
+	VMOVDQU32    iqPanelTokIdx<>+0(SB), Z18
+	VPXORD       Z1, Z1, Z1
+
+iq2PanelAVX512r4t4_loop:
+	VPXORD          Z2, Z2, Z2
+	VPXORD          Z3, Z3, Z3
+	VPXORD          Z4, Z4, Z4
+	VPXORD          Z5, Z5, Z5
+	VPXORD          Z6, Z6, Z6
+	VPXORD          Z7, Z7, Z7
+	VPXORD          Z8, Z8, Z8
+	VPXORD          Z9, Z9, Z9
+	VPXORD          Z10, Z10, Z10
+	VPXORD          Z11, Z11, Z11
+	VPXORD          Z12, Z12, Z12
+	VPXORD          Z13, Z13, Z13
+	VPXORD          Z14, Z14, Z14
+	VPXORD          Z15, Z15, Z15
+	VPXORD          Z16, Z16, Z16
+	VPXORD          Z17, Z17, Z17
+	VMOVDQU64       (AX), Z19
+	VMOVDQU64       320(AX), Z20
+	VMOVDQU64       640(AX), Z21
+	VMOVDQU64       960(AX), Z22
+	VMOVDQU64       (CX), Z23
+	VMOVDQU64       256(CX), Z24
+	VMOVDQU64       512(CX), Z25
+	VMOVDQU64       768(CX), Z26
+	VPDPBUSD        Z19, Z23, Z2
+	VPDPBUSD        Z19, Z24, Z3
+	VPDPBUSD        Z19, Z25, Z4
+	VPDPBUSD        Z19, Z26, Z5
+	VPDPBUSD        Z20, Z23, Z6
+	VPDPBUSD        Z20, Z24, Z7
+	VPDPBUSD        Z20, Z25, Z8
+	VPDPBUSD        Z20, Z26, Z9
+	VPDPBUSD        Z21, Z23, Z10
+	VPDPBUSD        Z21, Z24, Z11
+	VPDPBUSD        Z21, Z25, Z12
+	VPDPBUSD        Z21, Z26, Z13
+	VPDPBUSD        Z22, Z23, Z14
+	VPDPBUSD        Z22, Z24, Z15
+	VPDPBUSD        Z22, Z25, Z16
+	VPDPBUSD        Z22, Z26, Z17
+	VMOVDQU64       64(AX), Z19
+	VMOVDQU64       384(AX), Z20
+	VMOVDQU64       704(AX), Z21
+	VMOVDQU64       1024(AX), Z22
+	VMOVDQU64       64(CX), Z23
+	VMOVDQU64       320(CX), Z24
+	VMOVDQU64       576(CX), Z25
+	VMOVDQU64       832(CX), Z26
+	VPDPBUSD        Z19, Z23, Z2
+	VPDPBUSD        Z19, Z24, Z3
+	VPDPBUSD        Z19, Z25, Z4
+	VPDPBUSD        Z19, Z26, Z5
+	VPDPBUSD        Z20, Z23, Z6
+	VPDPBUSD        Z20, Z24, Z7
+	VPDPBUSD        Z20, Z25, Z8
+	VPDPBUSD        Z20, Z26, Z9
+	VPDPBUSD        Z21, Z23, Z10
+	VPDPBUSD        Z21, Z24, Z11
+	VPDPBUSD        Z21, Z25, Z12
+	VPDPBUSD        Z21, Z26, Z13
+	VPDPBUSD        Z22, Z23, Z14
+	VPDPBUSD        Z22, Z24, Z15
+	VPDPBUSD        Z22, Z25, Z16
+	VPDPBUSD        Z22, Z26, Z17
+	VMOVDQU64       128(AX), Z19
+	VMOVDQU64       448(AX), Z20
+	VMOVDQU64       768(AX), Z21
+	VMOVDQU64       1088(AX), Z22
+	VMOVDQU64       128(CX), Z23
+	VMOVDQU64       384(CX), Z24
+	VMOVDQU64       640(CX), Z25
+	VMOVDQU64       896(CX), Z26
+	VPDPBUSD        Z19, Z23, Z2
+	VPDPBUSD        Z19, Z24, Z3
+	VPDPBUSD        Z19, Z25, Z4
+	VPDPBUSD        Z19, Z26, Z5
+	VPDPBUSD        Z20, Z23, Z6
+	VPDPBUSD        Z20, Z24, Z7
+	VPDPBUSD        Z20, Z25, Z8
+	VPDPBUSD        Z20, Z26, Z9
+	VPDPBUSD        Z21, Z23, Z10
+	VPDPBUSD        Z21, Z24, Z11
+	VPDPBUSD        Z21, Z25, Z12
+	VPDPBUSD        Z21, Z26, Z13
+	VPDPBUSD        Z22, Z23, Z14
+	VPDPBUSD        Z22, Z24, Z15
+	VPDPBUSD        Z22, Z25, Z16
+	VPDPBUSD        Z22, Z26, Z17
+	VMOVDQU64       192(AX), Z19
+	VMOVDQU64       512(AX), Z20
+	VMOVDQU64       832(AX), Z21
+	VMOVDQU64       1152(AX), Z22
+	VMOVDQU64       192(CX), Z23
+	VMOVDQU64       448(CX), Z24
+	VMOVDQU64       704(CX), Z25
+	VMOVDQU64       960(CX), Z26
+	VPDPBUSD        Z19, Z23, Z2
+	VPDPBUSD        Z19, Z24, Z3
+	VPDPBUSD        Z19, Z25, Z4
+	VPDPBUSD        Z19, Z26, Z5
+	VPDPBUSD        Z20, Z23, Z6
+	VPDPBUSD        Z20, Z24, Z7
+	VPDPBUSD        Z20, Z25, Z8
+	VPDPBUSD        Z20, Z26, Z9
+	VPDPBUSD        Z21, Z23, Z10
+	VPDPBUSD        Z21, Z24, Z11
+	VPDPBUSD        Z21, Z25, Z12
+	VPDPBUSD        Z21, Z26, Z13
+	VPDPBUSD        Z22, Z23, Z14
+	VPDPBUSD        Z22, Z24, Z15
+	VPDPBUSD        Z22, Z25, Z16
+	VPDPBUSD        Z22, Z26, Z17
+	VMOVDQU64       256(AX), Z19
+	VPMULLD         Z19, Z2, Z2
+	VPMULLD         Z19, Z3, Z3
+	VPMULLD         Z19, Z4, Z4
+	VPMULLD         Z19, Z5, Z5
+	VMOVDQU64       576(AX), Z19
+	VPMULLD         Z19, Z6, Z6
+	VPMULLD         Z19, Z7, Z7
+	VPMULLD         Z19, Z8, Z8
+	VPMULLD         Z19, Z9, Z9
+	VMOVDQU64       896(AX), Z19
+	VPMULLD         Z19, Z10, Z10
+	VPMULLD         Z19, Z11, Z11
+	VPMULLD         Z19, Z12, Z12
+	VPMULLD         Z19, Z13, Z13
+	VMOVDQU64       1216(AX), Z19
+	VPMULLD         Z19, Z14, Z14
+	VPMULLD         Z19, Z15, Z15
+	VPMULLD         Z19, Z16, Z16
+	VPMULLD         Z19, Z17, Z17
+	VSHUFI64X2      $0x44, Z3, Z2, Z19
+	VSHUFI64X2      $0xee, Z3, Z2, Z20
+	VPADDD          Z20, Z19, Z19
+	VSHUFI64X2      $0x44, Z5, Z4, Z20
+	VSHUFI64X2      $0xee, Z5, Z4, Z21
+	VPADDD          Z21, Z20, Z20
+	VSHUFI64X2      $0x88, Z20, Z19, Z21
+	VSHUFI64X2      $0xdd, Z20, Z19, Z19
+	VPADDD          Z19, Z21, Z21
+	VSHUFI64X2      $0x44, Z7, Z6, Z19
+	VSHUFI64X2      $0xee, Z7, Z6, Z20
+	VPADDD          Z20, Z19, Z19
+	VSHUFI64X2      $0x44, Z9, Z8, Z20
+	VSHUFI64X2      $0xee, Z9, Z8, Z22
+	VPADDD          Z22, Z20, Z20
+	VSHUFI64X2      $0x88, Z20, Z19, Z22
+	VSHUFI64X2      $0xdd, Z20, Z19, Z19
+	VPADDD          Z19, Z22, Z22
+	VSHUFI64X2      $0x44, Z11, Z10, Z19
+	VSHUFI64X2      $0xee, Z11, Z10, Z20
+	VPADDD          Z20, Z19, Z19
+	VSHUFI64X2      $0x44, Z13, Z12, Z20
+	VSHUFI64X2      $0xee, Z13, Z12, Z23
+	VPADDD          Z23, Z20, Z20
+	VSHUFI64X2      $0x88, Z20, Z19, Z23
+	VSHUFI64X2      $0xdd, Z20, Z19, Z19
+	VPADDD          Z19, Z23, Z23
+	VSHUFI64X2      $0x44, Z15, Z14, Z19
+	VSHUFI64X2      $0xee, Z15, Z14, Z20
+	VPADDD          Z20, Z19, Z19
+	VSHUFI64X2      $0x44, Z17, Z16, Z20
+	VSHUFI64X2      $0xee, Z17, Z16, Z24
+	VPADDD          Z24, Z20, Z20
+	VSHUFI64X2      $0x88, Z20, Z19, Z24
+	VSHUFI64X2      $0xdd, Z20, Z19, Z19
+	VPADDD          Z19, Z24, Z24
+	VPUNPCKLQDQ     Z22, Z21, Z19
+	VPUNPCKHQDQ     Z22, Z21, Z20
+	VPADDD          Z20, Z19, Z19
+	VPUNPCKLQDQ     Z24, Z23, Z20
+	VPUNPCKHQDQ     Z24, Z23, Z21
+	VPADDD          Z21, Z20, Z20
+	VSHUFPS         $0x88, Z20, Z19, Z21
+	VSHUFPS         $0xdd, Z20, Z19, Z19
+	VPADDD          Z19, Z21, Z21
+	VBROADCASTI32X4 (SI), Z19
+	VPADDD          Z19, Z21, Z21
+	VCVTDQ2PS       Z21, Z21
+	VBROADCASTF32X4 (BX), Z19
+	VMOVUPS         (DI), X27
+	VPERMPS         Z27, Z18, Z20
+	VMULPS          Z20, Z19, Z19
+	VMULPS          Z21, Z19, Z19
+	VMULPS          Z0, Z19, Z19
+	VADDPS          Z19, Z1, Z1
+	ADDQ            $0x00001400, AX
+	ADDQ            DX, CX
+	ADDQ            $0x40, BX
+	ADDQ            $0x40, SI
+	ADDQ            R8, DI
+	DECQ            R9
+	JNZ             iq2PanelAVX512r4t4_loop
+	MOVQ            out+72(FP), AX
+	VMOVUPS         Z1, (AX)
+	VZEROUPPER
+	RET
+
+// func decodeIQ2XXSBytesAVX512(x *byte, nb int, w *byte, dx *float32, corr *int32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
+TEXT ·decodeIQ2XXSBytesAVX512(SB), NOSPLIT, $0-48
+	MOVQ         x+0(FP), AX
+	MOVQ         nb+8(FP), DX
+	MOVQ         w+16(FP), BX
+	MOVQ         dx+24(FP), SI
+	MOVQ         corr+32(FP), DI
+	MOVQ         grid+40(FP), CX
+	VPXORD       Z0, Z0, Z0
+	MOVL         $0x01010101, R8
+	VPBROADCASTD R8, Z1
+	MOVL         $0x00000001, R8
+	VPBROADCASTD R8, Z2
+	MOVL         $0x0f0f0f0f, R8
+	VPBROADCASTD R8, X3
+
+decode_IQ2XXSB:
+	MOVWLZX       (AX), R8
+	VMOVD         R8, X3
+	VCVTPH2PS     X3, X3
+	VMOVSS        X3, (SI)
+	VMOVDQU64     2(AX), Z3
+	VPSRLQ        $0x3c, Z3, Z3
+	VPSHUFD       $0xa0, Z3, Z3
+	VPSLLD        $0x01, Z3, Z3
+	VPORD         Z2, Z3, Z3
+	VMOVDQU64     Z3, 256(BX)
+	MOVBQZX       2(AX), R8
+	VMOVQ         (CX)(R8*8), X5
+	MOVBQZX       3(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X5, X5
+	MOVBQZX       4(AX), R8
+	VMOVQ         (CX)(R8*8), X6
+	MOVBQZX       5(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X6, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	MOVLQZX       6(AX), R8
+	MOVQ          R8, R9
+	SHRQ          $0x1c, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R8, R8
+	MOVQ          R8, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R8
+	KMOVD         R8, K1
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X7
+	VPBROADCASTW  X7, Y7
+	VPSUBB        Y6, Y0, K1, Y6
+	MOVBQZX       10(AX), R8
+	VMOVQ         (CX)(R8*8), X5
+	MOVBQZX       11(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X5, X5
+	MOVBQZX       12(AX), R8
+	VMOVQ         (CX)(R8*8), X7
+	MOVBQZX       13(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y5, Y7
+	MOVLQZX       14(AX), R8
+	MOVQ          R8, R9
+	SHRQ          $0x1c, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R8, R8
+	MOVQ          R8, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R8
+	KMOVD         R8, K1
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X8
+	VPBROADCASTW  X8, Y8
+	VPSUBB        Y7, Y0, K1, Y7
+	VINSERTI64X4  $0x01, Y7, Z6, Z7
+	MOVBQZX       18(AX), R8
+	VMOVQ         (CX)(R8*8), X5
+	MOVBQZX       19(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X5, X5
+	MOVBQZX       20(AX), R8
+	VMOVQ         (CX)(R8*8), X6
+	MOVBQZX       21(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X6, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	MOVLQZX       22(AX), R8
+	MOVQ          R8, R9
+	SHRQ          $0x1c, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R8, R8
+	MOVQ          R8, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R8
+	KMOVD         R8, K1
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X8
+	VPBROADCASTW  X8, Y8
+	VPSUBB        Y6, Y0, K1, Y6
+	MOVBQZX       26(AX), R8
+	VMOVQ         (CX)(R8*8), X5
+	MOVBQZX       27(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X5, X5
+	MOVBQZX       28(AX), R8
+	VMOVQ         (CX)(R8*8), X8
+	MOVBQZX       29(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y5, Y8
+	MOVLQZX       30(AX), R8
+	MOVQ          R8, R9
+	SHRQ          $0x1c, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R8, R8
+	MOVQ          R8, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R8
+	KMOVD         R8, K1
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X9
+	VPBROADCASTW  X9, Y9
+	VPSUBB        Y8, Y0, K1, Y8
+	VINSERTI64X4  $0x01, Y8, Z6, Z8
+	MOVBQZX       34(AX), R8
+	VMOVQ         (CX)(R8*8), X5
+	MOVBQZX       35(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X5, X5
+	MOVBQZX       36(AX), R8
+	VMOVQ         (CX)(R8*8), X6
+	MOVBQZX       37(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X6, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	MOVLQZX       38(AX), R8
+	MOVQ          R8, R9
+	SHRQ          $0x1c, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R8, R8
+	MOVQ          R8, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R8
+	KMOVD         R8, K1
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X9
+	VPBROADCASTW  X9, Y9
+	VPSUBB        Y6, Y0, K1, Y6
+	MOVBQZX       42(AX), R8
+	VMOVQ         (CX)(R8*8), X5
+	MOVBQZX       43(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X5, X5
+	MOVBQZX       44(AX), R8
+	VMOVQ         (CX)(R8*8), X9
+	MOVBQZX       45(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X9, X9
+	VINSERTI32X4  $0x01, X9, Y5, Y9
+	MOVLQZX       46(AX), R8
+	MOVQ          R8, R9
+	SHRQ          $0x1c, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R8, R8
+	MOVQ          R8, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R8
+	KMOVD         R8, K1
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X10
+	VPBROADCASTW  X10, Y10
+	VPSUBB        Y9, Y0, K1, Y9
+	VINSERTI64X4  $0x01, Y9, Z6, Z9
+	MOVBQZX       50(AX), R8
+	VMOVQ         (CX)(R8*8), X5
+	MOVBQZX       51(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X5, X5
+	MOVBQZX       52(AX), R8
+	VMOVQ         (CX)(R8*8), X6
+	MOVBQZX       53(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X6, X6
+	VINSERTI32X4  $0x01, X6, Y5, Y6
+	MOVLQZX       54(AX), R8
+	MOVQ          R8, R9
+	SHRQ          $0x1c, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R8, R8
+	MOVQ          R8, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R8
+	KMOVD         R8, K1
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X10
+	VPBROADCASTW  X10, Y10
+	VPSUBB        Y6, Y0, K1, Y6
+	MOVBQZX       58(AX), R8
+	VMOVQ         (CX)(R8*8), X5
+	MOVBQZX       59(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X5, X5
+	MOVBQZX       60(AX), R8
+	VMOVQ         (CX)(R8*8), X10
+	MOVBQZX       61(AX), R8
+	VPINSRQ       $0x01, (CX)(R8*8), X10, X10
+	VINSERTI32X4  $0x01, X10, Y5, Y10
+	MOVLQZX       62(AX), R8
+	MOVQ          R8, R9
+	SHRQ          $0x1c, R9
+	MOVQ          $0x000000007f7f7f7f, R10
+	PDEPQ         R10, R8, R8
+	MOVQ          R8, R11
+	MOVQ          R11, R10
+	SHRQ          $0x04, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x02, R10
+	XORQ          R10, R11
+	MOVQ          R11, R10
+	SHRQ          $0x01, R10
+	XORQ          R10, R11
+	ANDL          $0x01010101, R11
+	SHLL          $0x07, R11
+	ORQ           R11, R8
+	KMOVD         R8, K1
+	LEAQ          1(R9)(R9*1), R9
+	VMOVD         R9, X11
+	VPBROADCASTW  X11, Y11
+	VPSUBB        Y10, Y0, K1, Y10
+	VINSERTI64X4  $0x01, Y10, Z6, Z10
+	VPXORD        Z4, Z4, Z4
+	VMOVDQU32     iq2PanelIdxA<>+0(SB), Z11
+	VPERMI2D      Z8, Z7, Z11
+	VMOVDQU32     iq2PanelIdxA<>+0(SB), Z12
+	VPERMI2D      Z10, Z9, Z12
+	VSHUFI64X2    $0x44, Z12, Z11, Z13
+	VMOVDQU64     Z13, (BX)
+	VPDPBUSD      Z13, Z1, Z4
+	VSHUFI64X2    $0xee, Z12, Z11, Z11
+	VMOVDQU64     Z11, 64(BX)
+	VPDPBUSD      Z11, Z1, Z4
+	VMOVDQU32     iq2PanelIdxB<>+0(SB), Z11
+	VPERMI2D      Z8, Z7, Z11
+	VMOVDQU32     iq2PanelIdxB<>+0(SB), Z7
+	VPERMI2D      Z10, Z9, Z7
+	VSHUFI64X2    $0x44, Z7, Z11, Z8
+	VMOVDQU64     Z8, 128(BX)
+	VPDPBUSD      Z8, Z1, Z4
+	VSHUFI64X2    $0xee, Z7, Z11, Z7
+	VMOVDQU64     Z7, 192(BX)
+	VPDPBUSD      Z7, Z1, Z4
+	VPMULLD       Z3, Z4, Z4
+	VEXTRACTI64X4 $0x01, Z4, Y3
+	VPADDD        Y3, Y4, Y3
+	VEXTRACTI32X4 $0x01, Y3, X5
+	VPADDD        X5, X3, X5
+	VPSHUFD       $0x4e, X5, X3
+	VPADDD        X3, X5, X5
+	VPSHUFD       $0xb1, X5, X3
+	VPADDD        X3, X5, X5
+	VPSLLD        $0x07, X5, X5
+	VPSUBD        X5, X0, X5
+	VMOVD         X5, (DI)
+	ADDQ          $0x00000042, AX
+	ADDQ          $0x00001400, BX
+	ADDQ          $0x40, SI
+	ADDQ          $0x40, DI
+	DECQ          DX
+	JNZ           decode_IQ2XXSB
+	VZEROUPPER
+	RET
+
+// func decodeIQ2XSBytesAVX512(x *byte, nb int, w *byte, dx *float32, corr *int32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
+TEXT ·decodeIQ2XSBytesAVX512(SB), NOSPLIT, $0-48
+	MOVQ         x+0(FP), AX
+	MOVQ         nb+8(FP), DX
+	MOVQ         w+16(FP), BX
+	MOVQ         dx+24(FP), SI
+	MOVQ         corr+32(FP), DI
+	MOVQ         grid+40(FP), CX
+	VPXORD       Z0, Z0, Z0
+	MOVL         $0x01010101, R8
+	VPBROADCASTD R8, Z1
+	MOVL         $0x00000001, R8
+	VPBROADCASTD R8, Z2
+	MOVL         $0x0f0f0f0f, R8
+	VPBROADCASTD R8, X3
+
+decode_IQ2XSB:
+	MOVWLZX       (AX), R8
+	VMOVD         R8, X4
+	VCVTPH2PS     X4, X4
+	VMOVSS        X4, (SI)
+	VMOVQ         66(AX), X4
+	VPSRLW        $0x04, X4, X6
+	VPANDD        X3, X6, X6
+	VPANDD        X3, X4, X4
+	VPUNPCKLBW    X6, X4, X4
+	VPMOVZXBD     X4, Z4
+	VPSLLD        $0x01, Z4, Z4
+	VPORD         Z2, Z4, Z4
+	VMOVDQU64     Z4, 256(BX)
+	MOVWQZX       2(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X6
+	MOVWQZX       4(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X6, X6
+	MOVWQZX       6(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X7
+	MOVWQZX       8(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	MOVQ          2(AX), R8
+	MOVQ          $0xfe00fe00fe00fe00, R9
+	PEXTQ         R9, R8, R8
+	MOVQ          $0x000000007f7f7f7f, R9
+	PDEPQ         R9, R8, R8
+	MOVQ          R8, R10
+	MOVQ          R10, R9
+	SHRQ          $0x04, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x02, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x01, R9
+	XORQ          R9, R10
+	ANDL          $0x01010101, R10
+	SHLL          $0x07, R10
+	ORQ           R10, R8
+	KMOVD         R8, K1
+	MOVBQZX       66(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X8
+	VPBROADCASTD  X8, Y8
+	VPSHUFB       wordSplit<>+0(SB), Y8, Y8
+	VPSUBB        Y7, Y0, K1, Y7
+	MOVWQZX       10(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X6
+	MOVWQZX       12(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X6, X6
+	MOVWQZX       14(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X8
+	MOVWQZX       16(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y6, Y8
+	MOVQ          10(AX), R8
+	MOVQ          $0xfe00fe00fe00fe00, R9
+	PEXTQ         R9, R8, R8
+	MOVQ          $0x000000007f7f7f7f, R9
+	PDEPQ         R9, R8, R8
+	MOVQ          R8, R10
+	MOVQ          R10, R9
+	SHRQ          $0x04, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x02, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x01, R9
+	XORQ          R9, R10
+	ANDL          $0x01010101, R10
+	SHLL          $0x07, R10
+	ORQ           R10, R8
+	KMOVD         R8, K1
+	MOVBQZX       67(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X9
+	VPBROADCASTD  X9, Y9
+	VPSHUFB       wordSplit<>+0(SB), Y9, Y9
+	VPSUBB        Y8, Y0, K1, Y8
+	VINSERTI64X4  $0x01, Y8, Z7, Z8
+	MOVWQZX       18(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X6
+	MOVWQZX       20(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X6, X6
+	MOVWQZX       22(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X7
+	MOVWQZX       24(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	MOVQ          18(AX), R8
+	MOVQ          $0xfe00fe00fe00fe00, R9
+	PEXTQ         R9, R8, R8
+	MOVQ          $0x000000007f7f7f7f, R9
+	PDEPQ         R9, R8, R8
+	MOVQ          R8, R10
+	MOVQ          R10, R9
+	SHRQ          $0x04, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x02, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x01, R9
+	XORQ          R9, R10
+	ANDL          $0x01010101, R10
+	SHLL          $0x07, R10
+	ORQ           R10, R8
+	KMOVD         R8, K1
+	MOVBQZX       68(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X9
+	VPBROADCASTD  X9, Y9
+	VPSHUFB       wordSplit<>+0(SB), Y9, Y9
+	VPSUBB        Y7, Y0, K1, Y7
+	MOVWQZX       26(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X6
+	MOVWQZX       28(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X6, X6
+	MOVWQZX       30(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X9
+	MOVWQZX       32(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X9, X9
+	VINSERTI32X4  $0x01, X9, Y6, Y9
+	MOVQ          26(AX), R8
+	MOVQ          $0xfe00fe00fe00fe00, R9
+	PEXTQ         R9, R8, R8
+	MOVQ          $0x000000007f7f7f7f, R9
+	PDEPQ         R9, R8, R8
+	MOVQ          R8, R10
+	MOVQ          R10, R9
+	SHRQ          $0x04, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x02, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x01, R9
+	XORQ          R9, R10
+	ANDL          $0x01010101, R10
+	SHLL          $0x07, R10
+	ORQ           R10, R8
+	KMOVD         R8, K1
+	MOVBQZX       69(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X10
+	VPBROADCASTD  X10, Y10
+	VPSHUFB       wordSplit<>+0(SB), Y10, Y10
+	VPSUBB        Y9, Y0, K1, Y9
+	VINSERTI64X4  $0x01, Y9, Z7, Z9
+	MOVWQZX       34(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X6
+	MOVWQZX       36(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X6, X6
+	MOVWQZX       38(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X7
+	MOVWQZX       40(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	MOVQ          34(AX), R8
+	MOVQ          $0xfe00fe00fe00fe00, R9
+	PEXTQ         R9, R8, R8
+	MOVQ          $0x000000007f7f7f7f, R9
+	PDEPQ         R9, R8, R8
+	MOVQ          R8, R10
+	MOVQ          R10, R9
+	SHRQ          $0x04, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x02, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x01, R9
+	XORQ          R9, R10
+	ANDL          $0x01010101, R10
+	SHLL          $0x07, R10
+	ORQ           R10, R8
+	KMOVD         R8, K1
+	MOVBQZX       70(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X10
+	VPBROADCASTD  X10, Y10
+	VPSHUFB       wordSplit<>+0(SB), Y10, Y10
+	VPSUBB        Y7, Y0, K1, Y7
+	MOVWQZX       42(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X6
+	MOVWQZX       44(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X6, X6
+	MOVWQZX       46(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X10
+	MOVWQZX       48(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X10, X10
+	VINSERTI32X4  $0x01, X10, Y6, Y10
+	MOVQ          42(AX), R8
+	MOVQ          $0xfe00fe00fe00fe00, R9
+	PEXTQ         R9, R8, R8
+	MOVQ          $0x000000007f7f7f7f, R9
+	PDEPQ         R9, R8, R8
+	MOVQ          R8, R10
+	MOVQ          R10, R9
+	SHRQ          $0x04, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x02, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x01, R9
+	XORQ          R9, R10
+	ANDL          $0x01010101, R10
+	SHLL          $0x07, R10
+	ORQ           R10, R8
+	KMOVD         R8, K1
+	MOVBQZX       71(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X11
+	VPBROADCASTD  X11, Y11
+	VPSHUFB       wordSplit<>+0(SB), Y11, Y11
+	VPSUBB        Y10, Y0, K1, Y10
+	VINSERTI64X4  $0x01, Y10, Z7, Z10
+	MOVWQZX       50(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X6
+	MOVWQZX       52(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X6, X6
+	MOVWQZX       54(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X7
+	MOVWQZX       56(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	MOVQ          50(AX), R8
+	MOVQ          $0xfe00fe00fe00fe00, R9
+	PEXTQ         R9, R8, R8
+	MOVQ          $0x000000007f7f7f7f, R9
+	PDEPQ         R9, R8, R8
+	MOVQ          R8, R10
+	MOVQ          R10, R9
+	SHRQ          $0x04, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x02, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x01, R9
+	XORQ          R9, R10
+	ANDL          $0x01010101, R10
+	SHLL          $0x07, R10
+	ORQ           R10, R8
+	KMOVD         R8, K1
+	MOVBQZX       72(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X11
+	VPBROADCASTD  X11, Y11
+	VPSHUFB       wordSplit<>+0(SB), Y11, Y11
+	VPSUBB        Y7, Y0, K1, Y7
+	MOVWQZX       58(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X6
+	MOVWQZX       60(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X6, X6
+	MOVWQZX       62(AX), R8
+	ANDQ          $0x000001ff, R8
+	VMOVQ         (CX)(R8*8), X11
+	MOVWQZX       64(AX), R8
+	ANDQ          $0x000001ff, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X11, X11
+	VINSERTI32X4  $0x01, X11, Y6, Y11
+	MOVQ          58(AX), R8
+	MOVQ          $0xfe00fe00fe00fe00, R9
+	PEXTQ         R9, R8, R8
+	MOVQ          $0x000000007f7f7f7f, R9
+	PDEPQ         R9, R8, R8
+	MOVQ          R8, R10
+	MOVQ          R10, R9
+	SHRQ          $0x04, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x02, R9
+	XORQ          R9, R10
+	MOVQ          R10, R9
+	SHRQ          $0x01, R9
+	XORQ          R9, R10
+	ANDL          $0x01010101, R10
+	SHLL          $0x07, R10
+	ORQ           R10, R8
+	KMOVD         R8, K1
+	MOVBQZX       73(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X12
+	VPBROADCASTD  X12, Y12
+	VPSHUFB       wordSplit<>+0(SB), Y12, Y12
+	VPSUBB        Y11, Y0, K1, Y11
+	VINSERTI64X4  $0x01, Y11, Z7, Z11
+	VPXORD        Z5, Z5, Z5
+	VMOVDQU32     iq2PanelIdxA<>+0(SB), Z12
+	VPERMI2D      Z9, Z8, Z12
+	VMOVDQU32     iq2PanelIdxA<>+0(SB), Z13
+	VPERMI2D      Z11, Z10, Z13
+	VSHUFI64X2    $0x44, Z13, Z12, Z14
+	VMOVDQU64     Z14, (BX)
+	VPDPBUSD      Z14, Z1, Z5
+	VSHUFI64X2    $0xee, Z13, Z12, Z12
+	VMOVDQU64     Z12, 64(BX)
+	VPDPBUSD      Z12, Z1, Z5
+	VMOVDQU32     iq2PanelIdxB<>+0(SB), Z12
+	VPERMI2D      Z9, Z8, Z12
+	VMOVDQU32     iq2PanelIdxB<>+0(SB), Z8
+	VPERMI2D      Z11, Z10, Z8
+	VSHUFI64X2    $0x44, Z8, Z12, Z9
+	VMOVDQU64     Z9, 128(BX)
+	VPDPBUSD      Z9, Z1, Z5
+	VSHUFI64X2    $0xee, Z8, Z12, Z8
+	VMOVDQU64     Z8, 192(BX)
+	VPDPBUSD      Z8, Z1, Z5
+	VPMULLD       Z4, Z5, Z5
+	VEXTRACTI64X4 $0x01, Z5, Y4
+	VPADDD        Y4, Y5, Y4
+	VEXTRACTI32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X6
+	VPSHUFD       $0x4e, X6, X4
+	VPADDD        X4, X6, X6
+	VPSHUFD       $0xb1, X6, X4
+	VPADDD        X4, X6, X6
+	VPSLLD        $0x07, X6, X6
+	VPSUBD        X6, X0, X6
+	VMOVD         X6, (DI)
+	ADDQ          $0x0000004a, AX
+	ADDQ          $0x00001400, BX
+	ADDQ          $0x40, SI
+	ADDQ          $0x40, DI
+	DECQ          DX
+	JNZ           decode_IQ2XSB
+	VZEROUPPER
+	RET
+
+// func decodeIQ2SBytesAVX512(x *byte, nb int, w *byte, dx *float32, corr *int32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·decodeIQ2SBytesAVX512(SB), NOSPLIT, $0-48
+	MOVQ         x+0(FP), AX
+	MOVQ         nb+8(FP), DX
+	MOVQ         w+16(FP), BX
+	MOVQ         dx+24(FP), SI
+	MOVQ         corr+32(FP), DI
+	MOVQ         grid+40(FP), CX
+	VPXORD       Z0, Z0, Z0
+	MOVL         $0x01010101, R8
+	VPBROADCASTD R8, Z1
+	MOVL         $0x00000001, R8
+	VPBROADCASTD R8, Z2
+	MOVL         $0x0f0f0f0f, R8
+	VPBROADCASTD R8, X3
+
+decode_IQ2SB:
+	MOVWLZX       (AX), R8
+	VMOVD         R8, X4
+	VCVTPH2PS     X4, X4
+	VMOVSS        X4, (SI)
+	VMOVQ         74(AX), X4
+	VPSRLW        $0x04, X4, X6
+	VPANDD        X3, X6, X6
+	VPANDD        X3, X4, X4
+	VPUNPCKLBW    X6, X4, X4
+	VPMOVZXBD     X4, Z4
+	VPSLLD        $0x01, Z4, Z4
+	VPORD         Z2, Z4, Z4
+	VMOVDQU64     Z4, 256(BX)
+	MOVBQZX       66(AX), R8
+	MOVQ          R8, R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       2(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X6
+	MOVQ          R8, R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       3(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (CX)(R9*8), X6, X6
+	MOVQ          R8, R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       4(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X7
+	MOVQ          R8, R9
+	SHLQ          $0x02, R9
+	ANDQ          $0x00000300, R9
+	MOVBQZX       5(AX), R8
+	ORQ           R9, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	KMOVD         34(AX), K1
+	MOVBQZX       74(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X8
+	VPBROADCASTD  X8, Y8
+	VPSHUFB       wordSplit<>+0(SB), Y8, Y8
+	VPSUBB        Y7, Y0, K1, Y7
+	MOVBQZX       67(AX), R8
+	MOVQ          R8, R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       6(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X6
+	MOVQ          R8, R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       7(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (CX)(R9*8), X6, X6
+	MOVQ          R8, R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       8(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X8
+	MOVQ          R8, R9
+	SHLQ          $0x02, R9
+	ANDQ          $0x00000300, R9
+	MOVBQZX       9(AX), R8
+	ORQ           R9, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X8, X8
+	VINSERTI32X4  $0x01, X8, Y6, Y8
+	KMOVD         38(AX), K1
+	MOVBQZX       75(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X9
+	VPBROADCASTD  X9, Y9
+	VPSHUFB       wordSplit<>+0(SB), Y9, Y9
+	VPSUBB        Y8, Y0, K1, Y8
+	VINSERTI64X4  $0x01, Y8, Z7, Z8
+	MOVBQZX       68(AX), R8
+	MOVQ          R8, R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       10(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X6
+	MOVQ          R8, R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       11(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (CX)(R9*8), X6, X6
+	MOVQ          R8, R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       12(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X7
+	MOVQ          R8, R9
+	SHLQ          $0x02, R9
+	ANDQ          $0x00000300, R9
+	MOVBQZX       13(AX), R8
+	ORQ           R9, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	KMOVD         42(AX), K1
+	MOVBQZX       76(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X9
+	VPBROADCASTD  X9, Y9
+	VPSHUFB       wordSplit<>+0(SB), Y9, Y9
+	VPSUBB        Y7, Y0, K1, Y7
+	MOVBQZX       69(AX), R8
+	MOVQ          R8, R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       14(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X6
+	MOVQ          R8, R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       15(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (CX)(R9*8), X6, X6
+	MOVQ          R8, R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       16(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X9
+	MOVQ          R8, R9
+	SHLQ          $0x02, R9
+	ANDQ          $0x00000300, R9
+	MOVBQZX       17(AX), R8
+	ORQ           R9, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X9, X9
+	VINSERTI32X4  $0x01, X9, Y6, Y9
+	KMOVD         46(AX), K1
+	MOVBQZX       77(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X10
+	VPBROADCASTD  X10, Y10
+	VPSHUFB       wordSplit<>+0(SB), Y10, Y10
+	VPSUBB        Y9, Y0, K1, Y9
+	VINSERTI64X4  $0x01, Y9, Z7, Z9
+	MOVBQZX       70(AX), R8
+	MOVQ          R8, R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       18(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X6
+	MOVQ          R8, R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       19(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (CX)(R9*8), X6, X6
+	MOVQ          R8, R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       20(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X7
+	MOVQ          R8, R9
+	SHLQ          $0x02, R9
+	ANDQ          $0x00000300, R9
+	MOVBQZX       21(AX), R8
+	ORQ           R9, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	KMOVD         50(AX), K1
+	MOVBQZX       78(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X10
+	VPBROADCASTD  X10, Y10
+	VPSHUFB       wordSplit<>+0(SB), Y10, Y10
+	VPSUBB        Y7, Y0, K1, Y7
+	MOVBQZX       71(AX), R8
+	MOVQ          R8, R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       22(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X6
+	MOVQ          R8, R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       23(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (CX)(R9*8), X6, X6
+	MOVQ          R8, R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       24(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X10
+	MOVQ          R8, R9
+	SHLQ          $0x02, R9
+	ANDQ          $0x00000300, R9
+	MOVBQZX       25(AX), R8
+	ORQ           R9, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X10, X10
+	VINSERTI32X4  $0x01, X10, Y6, Y10
+	KMOVD         54(AX), K1
+	MOVBQZX       79(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X11
+	VPBROADCASTD  X11, Y11
+	VPSHUFB       wordSplit<>+0(SB), Y11, Y11
+	VPSUBB        Y10, Y0, K1, Y10
+	VINSERTI64X4  $0x01, Y10, Z7, Z10
+	MOVBQZX       72(AX), R8
+	MOVQ          R8, R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       26(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X6
+	MOVQ          R8, R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       27(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (CX)(R9*8), X6, X6
+	MOVQ          R8, R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       28(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X7
+	MOVQ          R8, R9
+	SHLQ          $0x02, R9
+	ANDQ          $0x00000300, R9
+	MOVBQZX       29(AX), R8
+	ORQ           R9, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X7, X7
+	VINSERTI32X4  $0x01, X7, Y6, Y7
+	KMOVD         58(AX), K1
+	MOVBQZX       80(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X11
+	VPBROADCASTD  X11, Y11
+	VPSHUFB       wordSplit<>+0(SB), Y11, Y11
+	VPSUBB        Y7, Y0, K1, Y7
+	MOVBQZX       73(AX), R8
+	MOVQ          R8, R10
+	SHLQ          $0x08, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       30(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X6
+	MOVQ          R8, R10
+	SHLQ          $0x06, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       31(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (CX)(R9*8), X6, X6
+	MOVQ          R8, R10
+	SHLQ          $0x04, R10
+	ANDQ          $0x00000300, R10
+	MOVBQZX       32(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (CX)(R9*8), X11
+	MOVQ          R8, R9
+	SHLQ          $0x02, R9
+	ANDQ          $0x00000300, R9
+	MOVBQZX       33(AX), R8
+	ORQ           R9, R8
+	VPINSRQ       $0x01, (CX)(R8*8), X11, X11
+	VINSERTI32X4  $0x01, X11, Y6, Y11
+	KMOVD         62(AX), K1
+	MOVBQZX       81(AX), R8
+	MOVQ          R8, R9
+	ANDQ          $0x0f, R8
+	SHRQ          $0x04, R9
+	LEAQ          1(R8)(R8*1), R8
+	LEAQ          1(R9)(R9*1), R9
+	SHLQ          $0x10, R9
+	ORQ           R9, R8
+	VMOVD         R8, X12
+	VPBROADCASTD  X12, Y12
+	VPSHUFB       wordSplit<>+0(SB), Y12, Y12
+	VPSUBB        Y11, Y0, K1, Y11
+	VINSERTI64X4  $0x01, Y11, Z7, Z11
+	VPXORD        Z5, Z5, Z5
+	VMOVDQU32     iq2PanelIdxA<>+0(SB), Z12
+	VPERMI2D      Z9, Z8, Z12
+	VMOVDQU32     iq2PanelIdxA<>+0(SB), Z13
+	VPERMI2D      Z11, Z10, Z13
+	VSHUFI64X2    $0x44, Z13, Z12, Z14
+	VMOVDQU64     Z14, (BX)
+	VPDPBUSD      Z14, Z1, Z5
+	VSHUFI64X2    $0xee, Z13, Z12, Z12
+	VMOVDQU64     Z12, 64(BX)
+	VPDPBUSD      Z12, Z1, Z5
+	VMOVDQU32     iq2PanelIdxB<>+0(SB), Z12
+	VPERMI2D      Z9, Z8, Z12
+	VMOVDQU32     iq2PanelIdxB<>+0(SB), Z8
+	VPERMI2D      Z11, Z10, Z8
+	VSHUFI64X2    $0x44, Z8, Z12, Z9
+	VMOVDQU64     Z9, 128(BX)
+	VPDPBUSD      Z9, Z1, Z5
+	VSHUFI64X2    $0xee, Z8, Z12, Z8
+	VMOVDQU64     Z8, 192(BX)
+	VPDPBUSD      Z8, Z1, Z5
+	VPMULLD       Z4, Z5, Z5
+	VEXTRACTI64X4 $0x01, Z5, Y4
+	VPADDD        Y4, Y5, Y4
+	VEXTRACTI32X4 $0x01, Y4, X6
+	VPADDD        X6, X4, X6
+	VPSHUFD       $0x4e, X6, X4
+	VPADDD        X4, X6, X6
+	VPSHUFD       $0xb1, X6, X4
+	VPADDD        X4, X6, X6
+	VPSLLD        $0x07, X6, X6
+	VPSUBD        X6, X0, X6
+	VMOVD         X6, (DI)
+	ADDQ          $0x00000052, AX
+	ADDQ          $0x00001400, BX
+	ADDQ          $0x40, SI
+	ADDQ          $0x40, DI
+	DECQ          DX
+	JNZ           decode_IQ2SB
+	VZEROUPPER
+	RET
+
 // func dotIQ1SAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, SSE
 TEXT ·dotIQ1SAVX2(SB), NOSPLIT, $0-36

@@ -1,0 +1,67 @@
+//go:build !purego
+
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestIQ2PanelDecoderAVX512: the AVX-512 byte-panel decoders write
+// decodeIQ2PanelRow's bytes, scales and corrections, into their slot only.
+func TestIQ2PanelDecoderAVX512(t *testing.T) {
+	requireSIMD(t, "avx512")
+	r := rand.New(rand.NewPCG(47, 2))
+	for _, typ := range iq2PanelTypes {
+		for _, mode := range []string{"random", "ones", "zeros"} {
+			const nb = 3
+			for _, i := range []int{0, 7, iqPanelGroup - 1} {
+				row := panelTestRow(r, typ, nb, mode)
+				want, got := make([]byte, nb*iqPanelGroup*iq2PanelBlock), make([]byte, nb*iqPanelGroup*iq2PanelBlock)
+				wdx, gdx := make([]float32, nb*iqPanelGroup), make([]float32, nb*iqPanelGroup)
+				wc, gc := make([]int32, nb*iqPanelGroup), make([]int32, nb*iqPanelGroup)
+				decodeIQ2PanelRow(typ, want, wdx, wc, row, nb, i)
+				decodeIQ2PanelRowAVX512(typ, got, gdx, gc, row, nb, i)
+				if !slices.Equal(got, want) || !slices.Equal(gdx, wdx) || !slices.Equal(gc, wc) {
+					t.Fatalf("%v %s slot %d: the AVX-512 decoder differs", typ, mode, i)
+				}
+			}
+		}
+	}
+}
+
+// TestIQ2PanelKernelMatchesGeneric: iq2PanelAVX512r4t4 gives
+// iq2PanelDotGeneric's bits for each of its 4 rows by 4 tokens, from any slot
+// of a group and any 4 tokens of a prompt.
+func TestIQ2PanelKernelMatchesGeneric(t *testing.T) {
+	requireSIMD(t, "avx512")
+	r := rand.New(rand.NewPCG(47, 3))
+	for _, typ := range iq2PanelTypes {
+		const nb, rows = 4, 9
+		var a acts
+		a.prepare(typ, panelTestActs(r, rows, nb*qkK, "random"), rows, nb*qkK)
+		a.iq2Acts(nb, rows)
+		w := make([]byte, nb*iqPanelGroup*iq2PanelBlock)
+		dx := make([]float32, nb*iqPanelGroup)
+		corr := make([]int32, nb*iqPanelGroup)
+		for i := 0; i < iqPanelGroup; i++ {
+			decodeIQ2PanelRow(typ, w, dx, corr, panelTestRow(r, typ, nb, "random"), nb, i)
+		}
+		for _, s := range []int{0, 4, 12} {
+			for _, t0 := range []int{0, 3, rows - 4} {
+				var out [16]float32
+				iq2PanelAVX512r4t4(&w[s*iq2PanelBlock], &a.q8kU[t0*qkK], rows*qkK, &dx[s], &corr[s], &a.ydT[t0], 4*a.yds, nb, panelFactor(typ), &out[0])
+				for tk := 0; tk < 4; tk++ {
+					for i := 0; i < 4; i++ {
+						want := iq2PanelDotGeneric(w, dx, corr, s+i, a.q8kU, a.ydT, a.yds, rows, t0+tk, nb, panelFactor(typ))
+						if got := out[4*tk+i]; math.Float32bits(got) != math.Float32bits(want) {
+							t.Fatalf("%v slot %d token %d: %v, want %v", typ, s+i, t0+tk, got, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
