@@ -12,8 +12,12 @@ import (
 // goes through the IQ2 byte panels (iq2panel.go): AVX-512 with VNNI (and BMI2
 // for the decoders' PDEP and PEXT), iqPanelMinTokens tokens or more.
 func usesIQ2Panel(wt Type, rows int) bool {
-	return useAVX512 && cpu.X86.HasBMI2 && iq2PanelType(wt) && rows >= iqPanelMinTokens
+	return iq2BytePanels && useAVX512 && cpu.X86.HasBMI2 && iq2PanelType(wt) && rows >= iqPanelMinTokens
 }
+
+// iq2BytePanels is false to take the IQ2 types through the int16 panels
+// instead (BenchmarkIQ2Panel's comparison).
+var iq2BytePanels = true
 
 // iq2PanelTokens is panelTokens for the IQ2 family: rows [lo, hi) for every
 // token through the byte panels, and the first row it left (at most 3 before
