@@ -168,9 +168,9 @@ func iq2PanelAVX512r4t4() {
 	evex = true
 	defer func() { evex = false }()
 	const name = "iq2PanelAVX512r4t4"
-	TEXT(name, NOSPLIT, "func(w, a *byte, as int, dx *float32, corr *int32, dy *float32, dys, nb int, factor float32, out *float32)")
+	TEXT(name, NOSPLIT, "func(w, a *byte, as int, dx *float32, corr *int32, dy *float32, dys, nb int, factor float32, out *float32, os int)")
 	Pragma("noescape")
-	Doc(name+" sets out[4·t+i] to the dot product of the byte-panel rows i < 4",
+	Doc(name+" sets out[t·os/4+i] to the dot product of the byte-panel rows i < 4",
 		"at w+320·i (block b at +5120·b, scale dx[16·b+i], correction corr[16·b+i])",
 		"and the token bytes t < 4 at a+256·t (block b at +as·b, scale dy+4·t+dys·b),",
 		"nb blocks, in the IQ2 row kernels' order (AVX-512 VNNI).")
@@ -241,7 +241,12 @@ func iq2PanelAVX512r4t4() {
 	DECQ(n)
 	JNZ(LabelRef(name + "_loop"))
 	out := Load(Param("out"), GP64())
-	VMOVUPS(facc, Mem{Base: out})
+	os := Load(Param("os"), GP64())
+	VMOVUPS(facc.AsX(), Mem{Base: out})
+	VEXTRACTF32X4(U8(1), facc, Mem{Base: out, Index: os, Scale: 1})
+	VEXTRACTF32X4(U8(2), facc, Mem{Base: out, Index: os, Scale: 2})
+	LEAQ(Mem{Base: os, Index: os, Scale: 2}, os)
+	VEXTRACTF32X4(U8(3), facc, Mem{Base: out, Index: os, Scale: 1})
 	VZEROUPPER()
 	RET()
 }

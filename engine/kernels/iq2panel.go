@@ -3,6 +3,7 @@ package kernels
 import (
 	"encoding/binary"
 	"sync"
+	"unsafe"
 )
 
 // Byte panels of the IQ2 family for prompts (issue 32): as the lattice types'
@@ -105,10 +106,11 @@ func (a *acts) iq2Acts(nb, rows int) {
 		for b := 0; b < nb; b++ {
 			o := a.q8kU[(b*rows+t)*qkK : (b*rows+t+1)*qkK]
 			qs := &a.q8k[t*nb+b].qs
+			q := unsafe.Slice((*byte)(unsafe.Pointer(&qs[0])), qkK)
 			for j := 0; j < 16; j++ {
 				for c := 0; c < 4; c++ {
-					s, d := qs[16*j+4*c:16*j+4*c+4], o[64*c+4*j:64*c+4*j+4]
-					d[0], d[1], d[2], d[3] = byte(s[0])^0x80, byte(s[1])^0x80, byte(s[2])^0x80, byte(s[3])^0x80
+					v := binary.LittleEndian.Uint32(q[16*j+4*c:])
+					binary.LittleEndian.PutUint32(o[64*c+4*j:], v^0x80808080)
 				}
 			}
 		}

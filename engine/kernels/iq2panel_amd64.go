@@ -53,11 +53,7 @@ func (m *matMul) iq2PanelTokens(lo, hi int) int {
 			t = min(t, nTok-4)
 			for i := 0; i < n; i += 4 {
 				g, s := i/iqPanelGroup, i%iqPanelGroup
-				var out [16]float32
-				iq2PanelAVX512r4t4(&buf.w[g*gw+s*iq2PanelBlock], &a.q8kU[t*qkK], as, &buf.dx[g*gd+s], &buf.corr[g*gd+s], &a.ydT[t], dys, nb, factor, &out[0])
-				for k := 0; k < 4; k++ {
-					copy(m.dst[(t+k)*rows+r+i:(t+k)*rows+r+i+4], out[4*k:4*k+4])
-				}
+				iq2PanelAVX512r4t4(&buf.w[g*gw+s*iq2PanelBlock], &a.q8kU[t*qkK], as, &buf.dx[g*gd+s], &buf.corr[g*gd+s], &a.ydT[t], dys, nb, factor, &m.dst[t*rows+r+i], 4*rows)
 			}
 		}
 		r += n

@@ -34,7 +34,7 @@ func TestIQ2PanelDecoderAVX512(t *testing.T) {
 
 // TestIQ2PanelKernelMatchesGeneric: iq2PanelAVX512r4t4 gives
 // iq2PanelDotGeneric's bits for each of its 4 rows by 4 tokens, from any slot
-// of a group and any 4 tokens of a prompt.
+// of a group and any 4 tokens of a prompt (outputs 4 floats apart).
 func TestIQ2PanelKernelMatchesGeneric(t *testing.T) {
 	requireSIMD(t, "avx512")
 	r := rand.New(rand.NewPCG(47, 3))
@@ -52,7 +52,7 @@ func TestIQ2PanelKernelMatchesGeneric(t *testing.T) {
 		for _, s := range []int{0, 4, 12} {
 			for _, t0 := range []int{0, 3, rows - 4} {
 				var out [16]float32
-				iq2PanelAVX512r4t4(&w[s*iq2PanelBlock], &a.q8kU[t0*qkK], rows*qkK, &dx[s], &corr[s], &a.ydT[t0], 4*a.yds, nb, panelFactor(typ), &out[0])
+				iq2PanelAVX512r4t4(&w[s*iq2PanelBlock], &a.q8kU[t0*qkK], rows*qkK, &dx[s], &corr[s], &a.ydT[t0], 4*a.yds, nb, panelFactor(typ), &out[0], 16)
 				for tk := 0; tk < 4; tk++ {
 					for i := 0; i < 4; i++ {
 						want := iq2PanelDotGeneric(w, dx, corr, s+i, a.q8kU, a.ydT, a.yds, rows, t0+tk, nb, panelFactor(typ))

@@ -25267,9 +25267,9 @@ DATA iq2PanelIdxB<>+48(SB)/8, $0x0000001700000013
 DATA iq2PanelIdxB<>+56(SB)/8, $0x0000001f0000001b
 GLOBL iq2PanelIdxB<>(SB), RODATA|NOPTR, $64
 
-// func iq2PanelAVX512r4t4(w *byte, a *byte, as int, dx *float32, corr *int32, dy *float32, dys int, nb int, factor float32, out *float32)
+// func iq2PanelAVX512r4t4(w *byte, a *byte, as int, dx *float32, corr *int32, dy *float32, dys int, nb int, factor float32, out *float32, os int)
 // Requires: AVX, AVX512F, SSE
-TEXT ·iq2PanelAVX512r4t4(SB), NOSPLIT, $0-80
+TEXT ·iq2PanelAVX512r4t4(SB), NOSPLIT, $0-88
 	MOVQ         w+0(FP), AX
 	MOVQ         a+8(FP), CX
 	MOVQ         as+16(FP), DX
@@ -25479,7 +25479,12 @@ iq2PanelAVX512r4t4_loop:
 	DECQ            R9
 	JNZ             iq2PanelAVX512r4t4_loop
 	MOVQ            out+72(FP), AX
-	VMOVUPS         Z1, (AX)
+	MOVQ            os+80(FP), CX
+	VMOVUPS         X1, (AX)
+	VEXTRACTF32X4   $0x01, Z1, (AX)(CX*1)
+	VEXTRACTF32X4   $0x02, Z1, (AX)(CX*2)
+	LEAQ            (CX)(CX*2), CX
+	VEXTRACTF32X4   $0x03, Z1, (AX)(CX*1)
 	VZEROUPPER
 	RET
 

@@ -411,13 +411,13 @@ func decodeIQ2XSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 //go:noescape
 func decodeIQ2SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 
-// iq2PanelAVX512r4t4 sets out[4·t+i] to the dot product of the byte-panel rows i < 4
+// iq2PanelAVX512r4t4 sets out[t·os/4+i] to the dot product of the byte-panel rows i < 4
 // at w+320·i (block b at +5120·b, scale dx[16·b+i], correction corr[16·b+i])
 // and the token bytes t < 4 at a+256·t (block b at +as·b, scale dy+4·t+dys·b),
 // nb blocks, in the IQ2 row kernels' order (AVX-512 VNNI).
 //
 //go:noescape
-func iq2PanelAVX512r4t4(w *byte, a *byte, as int, dx *float32, corr *int32, dy *float32, dys int, nb int, factor float32, out *float32)
+func iq2PanelAVX512r4t4(w *byte, a *byte, as int, dx *float32, corr *int32, dy *float32, dys int, nb int, factor float32, out *float32, os int)
 
 // decodeIQ2XXSBytesAVX512 writes the nb IQ2XXS blocks at x into a byte-panel slot: block b's
 // 256 signed values and 16 scale dwords at w+5120·b, f16(d) as float32 at
