@@ -80,56 +80,15 @@ func decodeIQ2BytesAVX512(typ string, size int, group latticeGroup512) {
 	VMOVD(d16, d)
 	VCVTPH2PS(d, d)
 	VMOVSS(d, Mem{Base: dx})
-	// The scales: 2s+1 of the 16 groups, as dwords.
-	sc := ZMM()
-	switch typ {
-	case "IQ2XXS":
-		// s is the top nibble of qword ib of the 64 bytes after d.
-		VMOVDQU64(Mem{Base: x, Disp: 2}, sc)
-		VPSRLQ(U8(60), sc, sc)
-		VPSHUFD(U8(0xa0), sc, sc)
-	default:
-		// The low and high nibbles of the 8 scale bytes.
-		off := map[string]int{"IQ2XS": 66, "IQ2S": 74}[typ]
-		b, hi := XMM(), XMM()
-		VMOVQ(Mem{Base: x, Disp: off}, b)
-		VPSRLW(U8(4), b, hi)
-		VPANDD(low4, hi, hi)
-		VPANDD(low4, b, b)
-		VPUNPCKLBW(hi, b, b)
-		VPMOVZXBD(b, sc)
-	}
+	sc := iq2GroupScales(typ, x, low4)
 	VPSLLD(U8(1), sc, sc)
 	VPORD(onesD, sc, sc)
 	VMOVDQU64(sc, Mem{Base: w, Disp: iq2PanelScale})
-	// The signed values, sub-block pairs in zmm, then chunk c = dwords c and 4+c
-	// of every sub-block.
-	var z [4]VecVirtual
-	for m := range z {
-		var h [2]VecVirtual
-		for k := range h {
-			g, sk, _ := group(x, grid, 2*m+k)
-			VPSUBB(g, zero.AsY(), sk, g) // negated where the sign bit is set
-			h[k] = g
-		}
-		z[m] = ZMM()
-		VINSERTI64X4(U8(1), h[1], h[0].AsZ(), z[m])
-	}
 	sum := ZMM()
 	VPXORD(sum, sum, sum)
-	for hf := 0; hf < 2; hf++ {
-		var p [2]VecVirtual
-		for q := range p {
-			p[q] = ZMM()
-			VMOVDQU32(iq2PanelIdx[hf], p[q])
-			VPERMI2D(z[2*q+1], z[2*q], p[q])
-		}
-		for k := 0; k < 2; k++ {
-			o := ZMM()
-			VSHUFI64X2(U8([]int{0x44, 0xee}[k]), p[1], p[0], o)
-			VMOVDQU64(o, Mem{Base: w, Disp: 64 * (2*hf + k)})
-			raw("VPDPBUSD", o, onesB, sum) // dword j: Σ v of group j
-		}
+	for c, o := range iq2Chunks(x, grid, group, zero) {
+		VMOVDQU64(o, Mem{Base: w, Disp: 64 * c})
+		raw("VPDPBUSD", o, onesB, sum) // dword j: Σ v of group j
 	}
 	// corr = −128·Σ_j scale_j·Σ v of group j.
 	VPMULLD(sc, sum, sum)
@@ -256,10 +215,66 @@ const qkKBytes = 256 // bytes of one token's block in the byte panels
 // iq2PanelKernels emits the IQ2 byte panels' decoders and kernel.
 func iq2PanelKernels() {
 	iq2PanelConstants()
+	iq2OuterKernels()
 	iq2PanelAVX512r4t4()
 	for _, g := range latticeGroups512 {
 		if g.typ == "IQ2XXS" || g.typ == "IQ2XS" || g.typ == "IQ2S" {
 			decodeIQ2BytesAVX512(g.typ, g.size, g.group)
 		}
 	}
+}
+
+// iq2GroupScales returns the scale nibbles s of the 16 groups of 16 values of
+// the block at x, as dwords.
+func iq2GroupScales(typ string, x GPVirtual, low4 VecVirtual) VecVirtual {
+	sc := ZMM()
+	switch typ {
+	case "IQ2XXS":
+		// s is the top nibble of qword ib of the 64 bytes after d.
+		VMOVDQU64(Mem{Base: x, Disp: 2}, sc)
+		VPSRLQ(U8(60), sc, sc)
+		VPSHUFD(U8(0xa0), sc, sc)
+	default:
+		// The low and high nibbles of the 8 scale bytes.
+		off := map[string]int{"IQ2XS": 66, "IQ2S": 74}[typ]
+		b, hi := XMM(), XMM()
+		VMOVQ(Mem{Base: x, Disp: off}, b)
+		VPSRLW(U8(4), b, hi)
+		VPANDD(low4, hi, hi)
+		VPANDD(low4, b, b)
+		VPUNPCKLBW(hi, b, b)
+		VPMOVZXBD(b, sc)
+	}
+	return sc
+}
+
+// iq2Chunks returns the signed values of the block at x in the byte panels'
+// order: chunk c's dword j holds values 16j+4c … 16j+4c+3. The sub-blocks'
+// 32 values (group's grid bytes negated under its sign mask) go in pairs into
+// zmm, then chunk c is dwords c and 4+c of every sub-block (VPERMI2D, VSHUFI64X2).
+func iq2Chunks(x, grid GPVirtual, group latticeGroup512, zero VecVirtual) (out [4]VecVirtual) {
+	var z [4]VecVirtual
+	for m := range z {
+		var h [2]VecVirtual
+		for k := range h {
+			g, sk, _ := group(x, grid, 2*m+k)
+			VPSUBB(g, zero.AsY(), sk, g) // negated where the sign bit is set
+			h[k] = g
+		}
+		z[m] = ZMM()
+		VINSERTI64X4(U8(1), h[1], h[0].AsZ(), z[m])
+	}
+	for hf := 0; hf < 2; hf++ {
+		var p [2]VecVirtual
+		for q := range p {
+			p[q] = ZMM()
+			VMOVDQU32(iq2PanelIdx[hf], p[q])
+			VPERMI2D(z[2*q+1], z[2*q], p[q])
+		}
+		for k := 0; k < 2; k++ {
+			out[2*hf+k] = ZMM()
+			VSHUFI64X2(U8([]int{0x44, 0xee}[k]), p[1], p[0], out[2*hf+k])
+		}
+	}
+	return out
 }

@@ -32,6 +32,9 @@ func (m *matMul) panelTokens(lo, hi int) int {
 	if m.w.Type == TQ2_0 {
 		return m.tq2PanelTokens(lo, hi)
 	}
+	if usesIQ2Outer(m.w.Type, m.nTok) {
+		return m.iq2OuterTokens(lo, hi)
+	}
 	if usesIQ2Panel(m.w.Type, m.nTok) {
 		return m.iq2PanelTokens(lo, hi)
 	}

@@ -78,7 +78,10 @@ type acts struct {
 	q8kW []int16
 	// q8kU is, for products through the IQ2 byte panels (usesIQ2Panel), the
 	// quants as bytes q+128 in those panels' order (iq2panel.go).
-	q8kU  []byte
+	q8kU []byte
+	// q8kO is, for products through the IQ2 outer-product panels
+	// (usesIQ2Outer), the quants with −43·bsums (iq2outer.go).
+	q8kO  []byte
 	rows  int
 	shift int // Q8_0: actShift
 	// yds is ydT's stride: rows, but 4 for 2 or 3 rows, which q8k and ydT then
@@ -163,7 +166,9 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 		if usesPanel(wt, rows) {
 			a.widenQ8K(nb, rows)
 		}
-		if usesIQ2Panel(wt, rows) {
+		if usesIQ2Outer(wt, rows) {
+			a.iq2OuterActs(nb, rows)
+		} else if usesIQ2Panel(wt, rows) {
 			a.iq2Acts(nb, rows)
 		}
 	default:
