@@ -9,67 +9,9 @@ import (
 	"testing"
 )
 
-// TestIQ2PanelDecoderAVX512: the AVX-512 byte-panel decoders write
-// decodeIQ2PanelRow's bytes, scales and corrections, into their slot only.
-func TestIQ2PanelDecoderAVX512(t *testing.T) {
-	requireSIMD(t, "avx512")
-	r := rand.New(rand.NewPCG(47, 2))
-	for _, typ := range iq2PanelTypes {
-		for _, mode := range []string{"random", "ones", "zeros"} {
-			const nb = 3
-			for _, i := range []int{0, 7, iqPanelGroup - 1} {
-				row := panelTestRow(r, typ, nb, mode)
-				want, got := make([]byte, nb*iqPanelGroup*iq2PanelBlock), make([]byte, nb*iqPanelGroup*iq2PanelBlock)
-				wdx, gdx := make([]float32, nb*iqPanelGroup), make([]float32, nb*iqPanelGroup)
-				wc, gc := make([]int32, nb*iqPanelGroup), make([]int32, nb*iqPanelGroup)
-				decodeIQ2PanelRow(typ, want, wdx, wc, row, nb, i)
-				decodeIQ2PanelRowAVX512(typ, got, gdx, gc, row, nb, i)
-				if !slices.Equal(got, want) || !slices.Equal(gdx, wdx) || !slices.Equal(gc, wc) {
-					t.Fatalf("%v %s slot %d: the AVX-512 decoder differs", typ, mode, i)
-				}
-			}
-		}
-	}
-}
-
-// TestIQ2PanelKernelMatchesGeneric: iq2PanelAVX512r4t4 gives
-// iq2PanelDotGeneric's bits for each of its 4 rows by 4 tokens, from any slot
-// of a group and any 4 tokens of a prompt (outputs 4 floats apart).
-func TestIQ2PanelKernelMatchesGeneric(t *testing.T) {
-	requireSIMD(t, "avx512")
-	r := rand.New(rand.NewPCG(47, 3))
-	for _, typ := range iq2PanelTypes {
-		const nb, rows = 4, 9
-		var a acts
-		a.prepare(typ, panelTestActs(r, rows, nb*qkK, "random"), rows, nb*qkK)
-		a.iq2Acts(nb, rows)
-		w := make([]byte, nb*iqPanelGroup*iq2PanelBlock)
-		dx := make([]float32, nb*iqPanelGroup)
-		corr := make([]int32, nb*iqPanelGroup)
-		for i := 0; i < iqPanelGroup; i++ {
-			decodeIQ2PanelRow(typ, w, dx, corr, panelTestRow(r, typ, nb, "random"), nb, i)
-		}
-		for _, s := range []int{0, 4, 12} {
-			for _, t0 := range []int{0, 3, rows - 4} {
-				var out [16]float32
-				iq2PanelAVX512r4t4(&w[s*iq2PanelBlock], &a.q8kU[t0*qkK], rows*qkK, &dx[s], &corr[s], &a.ydT[t0], 4*a.yds, nb, panelFactor(typ), &out[0], 16)
-				for tk := 0; tk < 4; tk++ {
-					for i := 0; i < 4; i++ {
-						want := iq2PanelDotGeneric(w, dx, corr, s+i, a.q8kU, a.ydT, a.yds, rows, t0+tk, nb, panelFactor(typ))
-						if got := out[4*tk+i]; math.Float32bits(got) != math.Float32bits(want) {
-							t.Fatalf("%v slot %d token %d: %v, want %v", typ, s+i, t0+tk, got, want)
-						}
-					}
-				}
-			}
-		}
-	}
-}
-
 // BenchmarkIQ2Panel: 1b-shaped prompt products of the IQ2 types (1024 rows of
-// 2048 columns by 512 tokens, one thread, random blocks) through the
-// outer-product panels, the byte panels of 4 rows by 4 tokens and the int16
-// panels, in cpu-µs per product.
+// 2048 columns by 512 tokens, one thread, random blocks) through the byte
+// panels (iq2panel.go) and through the int16 panels, in cpu-µs per product.
 func BenchmarkIQ2Panel(b *testing.B) {
 	defer SetThreads(SetThreads(1))
 	r := rand.New(rand.NewPCG(47, 4))
@@ -78,10 +20,10 @@ func BenchmarkIQ2Panel(b *testing.B) {
 	dst := make([]float32, nTok*rows)
 	for _, typ := range iq2PanelTypes {
 		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: randomBlocks(r, typ, rows*cols/qkK)}
-		for _, path := range []string{"outer", "bytes", "int16"} {
+		for _, path := range []string{"bytes", "int16"} {
 			b.Run(typ.String()+"/"+path, func(b *testing.B) {
-				defer func(v, o bool) { iq2BytePanels, iq2OuterPanels = v, o }(iq2BytePanels, iq2OuterPanels)
-				iq2BytePanels, iq2OuterPanels = path != "int16", path == "outer"
+				defer func(v bool) { iq2Panels = v }(iq2Panels)
+				iq2Panels = path == "bytes"
 				t0 := cpuSeconds()
 				for b.Loop() {
 					MatMul(dst, w, x, nTok)
@@ -161,15 +103,5 @@ func TestIQ2OuterKernelMatchesGeneric(t *testing.T) {
 				}
 			}
 		}
-	}
-}
-
-// TestIQ2BytePanelMatMul: TestPanelMatMul's products of the IQ2 types through
-// the byte panels of 4 rows by 4 tokens (iq2OuterPanels off).
-func TestIQ2BytePanelMatMul(t *testing.T) {
-	defer func(v bool) { iq2OuterPanels = v }(iq2OuterPanels)
-	iq2OuterPanels = false
-	for _, typ := range iq2PanelTypes {
-		testPanelMatMul(t, typ)
 	}
 }

@@ -3,5 +3,3 @@
 package kernels
 
 func usesIQ2Panel(wt Type, rows int) bool { return false }
-
-func usesIQ2Outer(wt Type, rows int) bool { return false }

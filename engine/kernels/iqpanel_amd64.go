@@ -21,7 +21,7 @@ const (
 // iqPanelMinTokens tokens or more; the IQ2 types take byte panels instead
 // (usesIQ2Panel).
 func usesPanel(wt Type, rows int) bool {
-	return useAVX512 && cpu.X86.HasBMI2 && panelType(wt) && !(iq2BytePanels && iq2PanelType(wt)) && rows >= iqPanelMinTokens
+	return useAVX512 && cpu.X86.HasBMI2 && panelType(wt) && !(iq2Panels && iq2PanelType(wt)) && rows >= iqPanelMinTokens
 }
 
 // panelTokens computes rows [lo, hi) for every token through the panels,
@@ -31,9 +31,6 @@ func usesPanel(wt Type, rows int) bool {
 func (m *matMul) panelTokens(lo, hi int) int {
 	if m.w.Type == TQ2_0 {
 		return m.tq2PanelTokens(lo, hi)
-	}
-	if usesIQ2Outer(m.w.Type, m.nTok) {
-		return m.iq2OuterTokens(lo, hi)
 	}
 	if usesIQ2Panel(m.w.Type, m.nTok) {
 		return m.iq2PanelTokens(lo, hi)

@@ -75,19 +75,16 @@ type acts struct {
 	q6P []byte
 	// q8kW is, for products through the lattice types' panels (usesPanel),
 	// the quants widened to int16 in the panels' order (iqpanel.go).
-	q8kW []int16
-	// q8kU is, for products through the IQ2 byte panels (usesIQ2Panel), the
-	// quants as bytes q+128 in those panels' order (iq2panel.go).
-	q8kU []byte
-	// q8kO is, for products through the IQ2 outer-product panels
-	// (usesIQ2Outer), the quants with −43·bsums (iq2outer.go).
-	q8kO  []byte
+	q8kW  []int16
 	rows  int
 	shift int // Q8_0: actShift
 	// yds is ydT's stride: rows, but 4 for 2 or 3 rows, which q8k and ydT then
 	// pad with zero rows to 4 so that the 4-token tile kernel can take them
 	// (tile_amd64.go; a few tokens are common in a mixture of experts' products).
 	yds int
+	// q8kO is, for products through the IQ2 panels (usesIQ2Panel), the
+	// quants with −43·bsums (iq2panel.go).
+	q8kO []byte
 }
 
 // actShift is log2 of the offset k in the correction c = −k·Σqs of the Q8_0
@@ -166,10 +163,8 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 		if usesPanel(wt, rows) {
 			a.widenQ8K(nb, rows)
 		}
-		if usesIQ2Outer(wt, rows) {
+		if usesIQ2Panel(wt, rows) {
 			a.iq2OuterActs(nb, rows)
-		} else if usesIQ2Panel(wt, rows) {
-			a.iq2Acts(nb, rows)
 		}
 	default:
 		panic("kernels: no activation format " + typ.String())

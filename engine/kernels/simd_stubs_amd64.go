@@ -448,35 +448,6 @@ func decodeIQ2XSOuterAVX512(x *byte, nb int, w *byte, dx *float32, grid *byte)
 //go:noescape
 func decodeIQ2SOuterAVX512(x *byte, nb int, w *byte, dx *float32, grid *byte)
 
-// iq2PanelAVX512r4t4 sets out[t·os/4+i] to the dot product of the byte-panel rows i < 4
-// at w+320·i (block b at +5120·b, scale dx[16·b+i], correction corr[16·b+i])
-// and the token bytes t < 4 at a+256·t (block b at +as·b, scale dy+4·t+dys·b),
-// nb blocks, in the IQ2 row kernels' order (AVX-512 VNNI).
-//
-//go:noescape
-func iq2PanelAVX512r4t4(w *byte, a *byte, as int, dx *float32, corr *int32, dy *float32, dys int, nb int, factor float32, out *float32, os int)
-
-// decodeIQ2XXSBytesAVX512 writes the nb IQ2XXS blocks at x into a byte-panel slot: block b's
-// 256 signed values and 16 scale dwords at w+5120·b, f16(d) as float32 at
-// dx+64·b and the correction −128·Σ scale·value at corr+64·b (AVX-512 VNNI).
-//
-//go:noescape
-func decodeIQ2XXSBytesAVX512(x *byte, nb int, w *byte, dx *float32, corr *int32, grid *byte)
-
-// decodeIQ2XSBytesAVX512 writes the nb IQ2XS blocks at x into a byte-panel slot: block b's
-// 256 signed values and 16 scale dwords at w+5120·b, f16(d) as float32 at
-// dx+64·b and the correction −128·Σ scale·value at corr+64·b (AVX-512 VNNI).
-//
-//go:noescape
-func decodeIQ2XSBytesAVX512(x *byte, nb int, w *byte, dx *float32, corr *int32, grid *byte)
-
-// decodeIQ2SBytesAVX512 writes the nb IQ2S blocks at x into a byte-panel slot: block b's
-// 256 signed values and 16 scale dwords at w+5120·b, f16(d) as float32 at
-// dx+64·b and the correction −128·Σ scale·value at corr+64·b (AVX-512 VNNI).
-//
-//go:noescape
-func decodeIQ2SBytesAVX512(x *byte, nb int, w *byte, dx *float32, corr *int32, grid *byte)
-
 // dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.
 //
 //go:noescape
