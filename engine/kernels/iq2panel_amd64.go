@@ -19,9 +19,10 @@ func usesIQ2Panel(wt Type, rows int) bool {
 // (BenchmarkIQ2Panel's comparison).
 var iq2Panels = true
 
-// iq2PanelTokens is panelTokens for the IQ2 family: rows [lo, hi) for every token, groups of 16 rows (a last one
-// shorter, its outputs masked), 8 tokens a kernel call (4 for fewer than 8
-// tokens; the last tile overlapping the one before: the same bits).
+// iq2PanelTokens is panelTokens for the IQ2 family: rows [lo, hi) for every
+// token, in groups of 16 rows (a last one shorter, its outputs masked), 8
+// tokens a kernel call (4 for fewer than 8 tokens; the last tile overlapping
+// the one before: the same bits). It leaves no row.
 func (m *matMul) iq2PanelTokens(lo, hi int) int {
 	a, rows, nTok := m.a, m.w.Rows, m.nTok
 	nb := a.cols / qkK
@@ -81,6 +82,6 @@ func decodeIQ2OuterRowAVX512(typ Type, w []byte, dx []float32, row []byte, nb, i
 	case IQ2_S:
 		decodeIQ2SOuterAVX512(&row[0], nb, &w[4*i], &dx[i], (*byte)(unsafe.Pointer(&iq2sGrid[0])))
 	default:
-		panic("kernels: no outer-product panel for " + typ.String())
+		panic("kernels: no IQ2 panel for " + typ.String())
 	}
 }

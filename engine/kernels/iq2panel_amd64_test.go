@@ -34,7 +34,7 @@ func BenchmarkIQ2Panel(b *testing.B) {
 	}
 }
 
-// TestIQ2OuterDecoderAVX512: the AVX-512 outer-product decoders write
+// TestIQ2OuterDecoderAVX512: the AVX-512 IQ2 panel decoders write
 // decodeIQ2OuterRow's bytes, scales and f16 scales, into their row slot only.
 func TestIQ2OuterDecoderAVX512(t *testing.T) {
 	requireSIMD(t, "avx512")
