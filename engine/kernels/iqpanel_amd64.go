@@ -18,9 +18,10 @@ const (
 // usesPanel reports whether a product of rows tokens by weights of type wt
 // goes through the panels (iqpanel.go): AVX-512 with VNNI (and BMI2, whose
 // PDEP and PEXT the decoders of the IQ2 types and IQ3_XXS take),
-// iqPanelMinTokens tokens or more.
+// iqPanelMinTokens tokens or more; the IQ2 types take byte panels instead
+// (usesIQ2Panel).
 func usesPanel(wt Type, rows int) bool {
-	return useAVX512 && cpu.X86.HasBMI2 && panelType(wt) && rows >= iqPanelMinTokens
+	return useAVX512 && cpu.X86.HasBMI2 && panelType(wt) && !(iq2Panels && iq2PanelType(wt)) && rows >= iqPanelMinTokens
 }
 
 // panelTokens computes rows [lo, hi) for every token through the panels,
@@ -36,6 +37,9 @@ func (m *matMul) panelTokens(lo, hi int) int {
 	}
 	if useIQ3SBytes(m.w.Type) {
 		return m.iq3sPanelTokens(lo, hi)
+	}
+	if usesIQ2Panel(m.w.Type, m.nTok) {
+		return m.iq2PanelTokens(lo, hi)
 	}
 	if !usesPanel(m.w.Type, m.nTok) || hi-lo < 4 {
 		return lo

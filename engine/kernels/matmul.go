@@ -89,6 +89,9 @@ type acts struct {
 	// pad with zero rows to 4 so that the 4-token tile kernel can take them
 	// (tile_amd64.go; a few tokens are common in a mixture of experts' products).
 	yds int
+	// q8kO is, for products through the IQ2 panels (usesIQ2Panel), the
+	// quants with −43·bsums (iq2panel.go).
+	q8kO []byte
 }
 
 // actShift is log2 of the offset k in the correction c = −k·Σqs of the Q8_0
@@ -175,6 +178,9 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 			}
 		case usesPanel(wt, rows): // IQ3_S's byte panels read q8kB, the others q8kW
 			a.panelQ8K(wt, nb, rows)
+		}
+		if usesIQ2Panel(wt, rows) {
+			a.iq2OuterActs(nb, rows)
 		}
 	default:
 		panic("kernels: no activation format " + typ.String())

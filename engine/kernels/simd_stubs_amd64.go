@@ -443,6 +443,43 @@ func decodeIQ2XSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 //go:noescape
 func decodeIQ2SPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 
+// iq2OuterAVX512r16t8 sets out[t·os/4+i] (rows i in mask) to the dot product of the
+// outer-product panel rows i < 16 at w (block b at +5120·b, scales dx+64·b) and the
+// token records t < 8 at a+320·t (block b at +as·b, scale dy+4·t+dys·b), nb blocks,
+// in the IQ2 row kernels' order (AVX-512 VNNI).
+//
+//go:noescape
+func iq2OuterAVX512r16t8(w *byte, a *byte, as int, dx *float32, dy *float32, dys int, nb int, factor float32, out *float32, os int, mask uint16)
+
+// iq2OuterAVX512r16t4 sets out[t·os/4+i] (rows i in mask) to the dot product of the
+// outer-product panel rows i < 16 at w (block b at +5120·b, scales dx+64·b) and the
+// token records t < 4 at a+320·t (block b at +as·b, scale dy+4·t+dys·b), nb blocks,
+// in the IQ2 row kernels' order (AVX-512 VNNI).
+//
+//go:noescape
+func iq2OuterAVX512r16t4(w *byte, a *byte, as int, dx *float32, dy *float32, dys int, nb int, factor float32, out *float32, os int, mask uint16)
+
+// decodeIQ2XXSOuterAVX512 writes the nb IQ2XXS blocks at x into row slot w (a group's
+// panel + 4·i): value 16j+4c+k of block b, plus 43, at w + 5120·b + 320·j + 64·c + k,
+// the scale of group j at w + 5120·b + 320·j + 256, f16(d) at dx+64·b (AVX-512).
+//
+//go:noescape
+func decodeIQ2XXSOuterAVX512(x *byte, nb int, w *byte, dx *float32, grid *byte)
+
+// decodeIQ2XSOuterAVX512 writes the nb IQ2XS blocks at x into row slot w (a group's
+// panel + 4·i): value 16j+4c+k of block b, plus 43, at w + 5120·b + 320·j + 64·c + k,
+// the scale of group j at w + 5120·b + 320·j + 256, f16(d) at dx+64·b (AVX-512).
+//
+//go:noescape
+func decodeIQ2XSOuterAVX512(x *byte, nb int, w *byte, dx *float32, grid *byte)
+
+// decodeIQ2SOuterAVX512 writes the nb IQ2S blocks at x into row slot w (a group's
+// panel + 4·i): value 16j+4c+k of block b, plus 43, at w + 5120·b + 320·j + 64·c + k,
+// the scale of group j at w + 5120·b + 320·j + 256, f16(d) at dx+64·b (AVX-512).
+//
+//go:noescape
+func decodeIQ2SOuterAVX512(x *byte, nb int, w *byte, dx *float32, grid *byte)
+
 // dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.
 //
 //go:noescape
