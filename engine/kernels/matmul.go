@@ -150,40 +150,61 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 				}
 			}
 		}
-		a.bsT = a.bsT[:0]
-		if permutesActs(wt, rows) {
-			a.bsT = grow(a.bsT, 4*nb*a.yds)
-			transposeBsums(a.bsT, a.q8k, nb, rows, a.yds)
-			a.q8kP = grow(a.q8kP, rows*nb*qkK)
-			for i := range rows * nb {
-				permuteQ8K(a.q8kP[i*qkK:(i+1)*qkK], &a.q8k[i].qs)
+		a.bsT, a.q8kP, a.q6P = a.bsT[:0], a.q8kP[:0], a.q6P[:0]
+		a.q8kW, a.q8kU, a.q8kB, a.q8kO = a.q8kW[:0], a.q8kU[:0], a.q8kB[:0], a.q8kO[:0]
+		a.layoutQ8K(wt)
+	default:
+		panic("kernels: no activation format " + typ.String())
+	}
+}
+
+// layoutQ8K adds the layouts of the Q8_K activations that a product of
+// weights of type wt reads (bsT, q8kP, q6P, q8kU, q8kW, q8kB, q8kO), those not
+// laid out yet. MatMuls shares one acts between the products of a call with the
+// same activation format whatever their weight types (mmGroup.shared), so a
+// product whose type reads a layout the first product's did not (a Q4_K
+// matrix after an IQ3_S one in a mixed file, say) adds it here before the
+// group runs: its kernels find the layout they read.
+func (a *acts) layoutQ8K(wt Type) {
+	nb, rows := a.cols/qkK, a.rows
+	panel := usesPanel(wt, rows)
+	if (permutesActs(wt, rows) || panel && wt == IQ1_S) && len(a.bsT) == 0 {
+		a.bsT = grow(a.bsT, 4*nb*a.yds)
+		transposeBsums(a.bsT, a.q8k, nb, rows, a.yds)
+	}
+	if permutesActs(wt, rows) && len(a.q8kP) == 0 {
+		a.q8kP = grow(a.q8kP, rows*nb*qkK)
+		for i := range rows * nb {
+			permuteQ8K(a.q8kP[i*qkK:(i+1)*qkK], &a.q8k[i].qs)
+		}
+	}
+	if pairsQ6K(wt, rows) && len(a.q6P) == 0 {
+		a.q6P = grow(a.q6P, rows/2*nb*q6KPairBytes)
+		for p := range rows / 2 {
+			for b := range nb {
+				pairQ6K(a.q6P[(p*nb+b)*q6KPairBytes:][:q6KPairBytes], &a.q8k[2*p*nb+b], &a.q8k[(2*p+1)*nb+b])
 			}
 		}
-		a.q6P = a.q6P[:0]
-		if pairsQ6K(wt, rows) {
-			a.q6P = grow(a.q6P, rows/2*nb*q6KPairBytes)
-			for p := range rows / 2 {
-				for b := range nb {
-					pairQ6K(a.q6P[(p*nb+b)*q6KPairBytes:][:q6KPairBytes], &a.q8k[2*p*nb+b], &a.q8k[(2*p+1)*nb+b])
-				}
-			}
-		}
-		switch {
-		case usesPanel(wt, rows) && wt == IQ1_S: // its byte panels read q8kU and bsT
-			a.bsT = grow(a.bsT, 4*nb*a.yds)
-			transposeBsums(a.bsT, a.q8k, nb, rows, a.yds)
+	}
+	switch {
+	case panel && wt == IQ1_S: // its byte panels read q8kU and bsT
+		if len(a.q8kU) == 0 {
 			a.q8kU = grow(a.q8kU, rows*nb*qkK)
 			for i := range rows * nb {
 				unsignQ8K(a.q8kU[i*qkK:(i+1)*qkK], &a.q8k[i].qs)
 			}
-		case usesPanel(wt, rows): // IQ3_S's byte panels read q8kB, the others q8kW
+		}
+	case panel && useIQ3SBytes(wt): // IQ3_S's byte panels read q8kB
+		if len(a.q8kB) == 0 {
 			a.panelQ8K(wt, nb, rows)
 		}
-		if usesIQ2Panel(wt, rows) {
-			a.iq2OuterActs(nb, rows)
+	case panel: // the int16 panels read q8kW
+		if len(a.q8kW) == 0 {
+			a.panelQ8K(wt, nb, rows)
 		}
-	default:
-		panic("kernels: no activation format " + typ.String())
+	}
+	if usesIQ2Panel(wt, rows) && len(a.q8kO) == 0 {
+		a.iq2OuterActs(nb, rows)
 	}
 }
 

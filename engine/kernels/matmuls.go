@@ -47,6 +47,9 @@ func matMuls(ps []Product, serial, vecDot bool) {
 			panic(fmt.Sprintf("kernels: MatMuls product %d, %dx%d by %d tokens: x has %d, dst %d", i, w.Rows, w.Cols, p.NTok, len(p.X), len(p.Dst)))
 		}
 		a := g.shared(ps[:i], p)
+		if a != nil && a.typ == Q8_K {
+			a.layoutQ8K(w.Type) // what p's type reads and the earlier products' did not
+		}
 		if a == nil {
 			a = actsPool.Get().(*acts)
 			a.prepare(w.Type, p.X, p.NTok, w.Cols)
