@@ -387,10 +387,10 @@ func (w *scratch) loraN(parts []part, li int, ts []loraTarget, x []float32, in i
 			ot, od = ot+len(t), od+len(d)
 		}
 	}
-	// A decode step's LoRA products (a few rows each, rank 16) are a few % of its
-	// work, less than the two starts of the pool's workers they would cost per
-	// projection: they run on the calling goroutine (BenchmarkLoRADecode16,
-	// docs/PERFORMANCE.md). A prefill's are spread over the workers.
+	// A step of a few rows runs its LoRA products (rank 16: a few % of its work)
+	// on the calling goroutine, where the pool's two starts per projection would
+	// cost more; a batch's and a prefill's are spread over the workers
+	// (loraSerialRows, BenchmarkLoRADecode16, docs/PERFORMANCE.md).
 	// The products in ggml's vec_dot order, as llama.cpp decodes (MatMulsVecDot).
 	serial := r0 <= loraSerialRows
 	kernels.MatMulsVecDot(w.loraA, serial)
@@ -443,12 +443,14 @@ func (a *Adapter) adapts(li int, ts []loraTarget) bool {
 
 // loraSerialRows is the most rows of a step whose LoRA products run on the
 // calling goroutine (MatMulsVecDot's serial form) rather than the pool's workers.
-// A variable for BenchmarkLoRADecode16 (LMLITE_BENCH_LORA_SERIAL_ROWS). At -cpu 2
-// (Zen4, loaded, 4 ABAB pairs) the pool took a 16-row step's adapters from ~200
-// to ~400 ms of CPU and halved their tokens/s (docs/PERFORMANCE.md): the
-// products are small (rank 16) and the workers' start and spinning cost more
-// than the second thread gives back. Not yet measured on a quiet machine.
-var loraSerialRows = 64
+// A variable for BenchmarkLoRADecode16 (LMLITE_BENCH_LORA_SERIAL_ROWS). On a
+// quiet machine at -cpu 2 (Zen4, 3 process pairs, 16 rows over 8 rank-16
+// adapters) the pool gave the adapters' step 1.11–1.26× the tokens/s of the
+// calling goroutine (lora/base 0.86 against 0.71, docs/PERFORMANCE.md); on a
+// machine loaded by other processes it took twice the CPU and halved them, its
+// workers' start and spinning costing more than the second thread gave back.
+// Steps of a few rows (a lone request decoding) stay on the calling goroutine.
+var loraSerialRows = 8
 
 // loraRows is one (part, adapter) entry: rows r0…r0+nr-1 at the user's scale,
 // rows off… of set set's.

@@ -22,8 +22,8 @@ import (
 // tokens-per-second ratios; lora/base-cpu is the median of the pairs' base/adapter
 // CPU time per step (user + system, the evidence on a loaded machine: with
 // -test.cpu 1 it is the tokens-per-CPU-second ratio). LMLITE_BENCH_LORA_SERIAL_ROWS
-// sets loraSerialRows (0: the LoRA products on the pool's workers; default 64,
-// on the calling goroutine); LMLITE_BENCH_LORA_TYPE the adapters' type (f16,
+// sets loraSerialRows (0: the LoRA products on the pool's workers; 64: a 16-row
+// step's on the calling goroutine; default 8); LMLITE_BENCH_LORA_TYPE the adapters' type (f16,
 // the default, f32 or q8_0) and LMLITE_BENCH_LORA_RANK their rank (default 16;
 // q8_0 needs a multiple of 32).
 func BenchmarkLoRADecode16(b *testing.B) {
