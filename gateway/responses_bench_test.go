@@ -23,7 +23,9 @@ import (
 // and stored (in memory; in respstore's Bolt with its journal and in ledger mode),
 // and Anthropic's /v1/messages (its key as a Bearer token, which it accepts), so
 // that each codec's cost is read against chat's in the same run; fsync/ repeats chat
-// and the Bolt rows with ledger: {sync: fsync}, one request at a time and 16 at once.
+// and the Bolt rows with ledger: {sync: fsync}, one request at a time and 16 at once
+// (fsync/responses: store: false beside a store in ledger mode, as lmlite serve
+// runs it: the same ledger work as chat's).
 func BenchmarkHandleEndpoints(b *testing.B) {
 	const (
 		chat     = `{"model":"tiny","messages":[{"role":"user","content":"Say hi"}],"max_tokens":1}`
@@ -42,9 +44,11 @@ func BenchmarkHandleEndpoints(b *testing.B) {
 		{"responses-stored-ledger", "/v1/responses", stored, "ledger", false},
 		{"messages", "/v1/messages", chat, "", false},
 		{"fsync/chat", "/v1/chat/completions", chat, "", true},
+		{"fsync/responses", "/v1/responses", unstored, "ledger", true},
 		{"fsync/responses-stored-bolt", "/v1/responses", stored, "journal", true},
 		{"fsync/responses-stored-ledger", "/v1/responses", stored, "ledger", true},
 		{"fsync/conns=16/chat", "/v1/chat/completions", chat, "", true},
+		{"fsync/conns=16/responses", "/v1/responses", unstored, "ledger", true},
 		{"fsync/conns=16/responses-stored-bolt", "/v1/responses", stored, "journal", true},
 		{"fsync/conns=16/responses-stored-ledger", "/v1/responses", stored, "ledger", true},
 	} {

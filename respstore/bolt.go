@@ -56,6 +56,17 @@ const (
 // each doubling up to here.
 const initialMmap = 256 << 20
 
+// pageSize is the page size of a new bbolt file (a file made before keeps its own:
+// bbolt reads it from the file). bbolt writes each dirty page of a commit with a
+// pwrite of its own, and on ext4 each write also dirties the inode (a journal
+// handle): with the OS's 4 KiB pages a commit of 200 ms of stored responses (~1.3
+// KiB each, in time order) made ~150 of them, the biggest part of a stored
+// response's CPU beyond a chat request's settlement under the ledger's sync: fsync.
+// 16 KiB pages make a quarter as many writes of the same bytes (BenchmarkLedgerClosedLoop,
+// docs/PERFORMANCE.md), and a Delete or a replaced response still rewrites only
+// 16 KiB of leaf. Tests may set it (0: the OS's page size).
+var pageSize = 16 << 10
+
 // Bolt is the Store of one process: an embedded bbolt database (a file in the data
 // directory, e.g. data_dir/responses.db) and its journal (responses.db-journal).
 // A Put returns once it is durable: its group's journal record is fdatasynced (one
@@ -136,7 +147,7 @@ func OpenBolt(path string, o Options) (*Bolt, error) {
 // openBolt is OpenBolt committing bbolt after every and idle (tests: only when they
 // make it, with an hour).
 func openBolt(path string, o Options, every, idle time.Duration, led bool) (*Bolt, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, InitialMmapSize: initialMmap})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, InitialMmapSize: initialMmap, PageSize: pageSize})
 	if err != nil {
 		return nil, fmt.Errorf("respstore: %w", err)
 	}
