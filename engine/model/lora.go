@@ -450,9 +450,10 @@ func (a *Adapter) adapts(li int, ts []loraTarget) bool {
 // machine loaded by other processes it took twice the CPU and halved them, its
 // workers' start and spinning costing more than the second thread gave back.
 // Steps of a few rows (a lone request decoding) stay on the calling goroutine:
-// loaded, at -cpu 2, steps of 8, 4 and 1 rows (one per adapter) gave lora/base
-// CPU 0.97, 1.02 and 0.77 there against 0.49, 0.47 and 0.61 on the pool (Zen3,
-// AVX2, one process pair each, LMLITE_BENCH_PARALLEL; not measured quiet).
+// loaded, at -cpu 2, steps of 8 and 4 rows (one per adapter) gave lora/base CPU
+// 0.92–1.09 there against 0.38–0.52 on the pool; 1 row no clear answer (0.73–0.77
+// against 0.61–0.76) (Zen3, AVX2, two process pairs each, LMLITE_BENCH_PARALLEL;
+// not measured quiet).
 var loraSerialRows = 8
 
 // loraRows is one (part, adapter) entry: rows r0…r0+nr-1 at the user's scale,
