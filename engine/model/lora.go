@@ -449,7 +449,11 @@ func (a *Adapter) adapts(li int, ts []loraTarget) bool {
 // calling goroutine (lora/base 0.86 against 0.71, docs/PERFORMANCE.md); on a
 // machine loaded by other processes it took twice the CPU and halved them, its
 // workers' start and spinning costing more than the second thread gave back.
-// Steps of a few rows (a lone request decoding) stay on the calling goroutine.
+// Steps of a few rows (a lone request decoding) stay on the calling goroutine:
+// loaded, at -cpu 2, steps of 8 and 4 rows (one per adapter) gave lora/base CPU
+// 0.92–1.09 there against 0.38–0.52 on the pool; 1 row no clear answer (0.73–0.77
+// against 0.61–0.76) (Zen3, AVX2, two process pairs each, LMLITE_BENCH_PARALLEL;
+// not measured quiet).
 var loraSerialRows = 8
 
 // loraRows is one (part, adapter) entry: rows r0…r0+nr-1 at the user's scale,

@@ -25,7 +25,13 @@ import (
 // sets loraSerialRows (0: the LoRA products on the pool's workers; 64: a 16-row
 // step's on the calling goroutine; default 8); LMLITE_BENCH_LORA_TYPE the adapters' type (f16,
 // the default, f32 or q8_0) and LMLITE_BENCH_LORA_RANK their rank (default 16;
-// q8_0 needs a multiple of 32).
+// q8_0 needs a multiple of 32). LMLITE_BENCH_PARALLEL sets the number of
+// sequences (default 16; sequence s on adapter s mod 8: 8 or fewer are one row
+// per adapter). The sequences attend in AttnF32 mode (the default, as the
+// figures before issue 34's AVX2 round took them) or, with LMLITE_BENCH_ATTN=engine,
+// in the mode the engine gives a prompt of LMLITE_BENCH_PROMPT tokens on this CPU
+// (AttentionFor: AttnF16 below 64 tokens, and wherever the float32 attention has
+// no assembly, as on AVX2, where AttnF32 runs its Go reference).
 func BenchmarkLoRADecode16(b *testing.B) {
 	path := os.Getenv("LMLITE_BENCH_MODEL")
 	if path == "" {
@@ -60,9 +66,18 @@ func BenchmarkLoRADecode16(b *testing.B) {
 		defer a.Close()
 		loras = append(loras, []LoRA{{Adapter: a, Scale: 1}})
 	}
+	attn := AttnF32
+	switch v := os.Getenv("LMLITE_BENCH_ATTN"); v {
+	case "", "f32":
+	case "engine":
+		attn = AttentionFor(np, AttnF32MinPromptFor(0, bt.m.cfg.HeadDim))
+	default:
+		b.Fatalf("LMLITE_BENCH_ATTN=%q: want f32 or engine", v)
+	}
+	b.Logf("attention mode %d (0 AttnF16, 1 AttnF32)", attn)
 	bare, adapted := make([]Item, par), make([]Item, par)
 	for s := range seqs {
-		bare[s] = Item{KV: seqs[s], Start: np, Tokens: []int32{int32(3 + s)}, Logits: 1, Attn: AttnF32}
+		bare[s] = Item{KV: seqs[s], Start: np, Tokens: []int32{int32(3 + s)}, Logits: 1, Attn: attn}
 		adapted[s] = bare[s]
 		adapted[s].LoRA = loras[s%8]
 	}
