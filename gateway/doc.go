@@ -28,7 +28,7 @@
 //     client's codec's error event (forward.Ender).
 //  5. tenancy again: tokens/min and money (the request's least cost), before any
 //     expensive work.
-//  6. tiers (route.go, job.choose): one routing decision over the candidates' exact
+//  6. tiers (decide.go, job.decide): one routing decision over the candidates' exact
 //     worst cases (the prompt rendered and tokenized once per model by the engine).
 //  7. engine (or an upstream server, upstream.go): the reservation on the ticket,
 //     then the generation; a refusal before answering releases and takes the next

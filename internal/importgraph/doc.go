@@ -5,5 +5,7 @@
 // the engine knows no Prometheus and no HTTP
 // (it exports plain Stats, which enginemetrics turns into series and the gateway
 // into admin JSON); the workers mode's shared types (engine/workerapi) know nothing
-// of the module. Go itself refuses import cycles.
+// of the module; and no package depends on one above it in the tree (no arrow
+// upward: engine/worker does not reach engine, nor gateway/openai gateway). Go
+// itself refuses import cycles.
 package importgraph

@@ -164,3 +164,48 @@ func chain(pkgs map[string]pkg, path string, forbidden func(string) bool) []stri
 	}
 	return nil
 }
+
+// upward lists each module package that depends, directly or not, on a package
+// above it in the tree (engine/worker on engine, gateway/openai on gateway), with
+// the import path by which it does: a package's parent may use it, not the reverse.
+func upward(pkgs map[string]pkg) []string {
+	var out []string
+	for path, p := range pkgs {
+		if !strings.HasPrefix(path, module) {
+			continue
+		}
+		above := func(dep string) bool { return strings.HasPrefix(path, dep+"/") }
+		if slices.ContainsFunc(p.Deps, above) {
+			out = append(out, strings.Join(chain(pkgs, path, above), " -> "))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestNoArrowUpward checks that no package of the module depends on one above it
+// (Go refuses the cycles; this is the other half of "no cycles, no arrow upward").
+func TestNoArrowUpward(t *testing.T) {
+	for _, s := range upward(listPackages(t)) {
+		t.Error(s)
+	}
+}
+
+// TestUpwardFindsAnArrow checks upward on a made-up graph: engine/api importing
+// engine and engine/worker reaching it through engine/api are reported, cmd/lmlite
+// (which imports the others from beside them) is not.
+func TestUpwardFindsAnArrow(t *testing.T) {
+	m := module
+	pkgs := map[string]pkg{
+		m + "/engine":        {ImportPath: m + "/engine", Imports: []string{"strings"}, Deps: []string{"strings"}},
+		m + "/engine/api":    {ImportPath: m + "/engine/api", Imports: []string{m + "/engine"}, Deps: []string{m + "/engine"}},
+		m + "/engine/worker": {ImportPath: m + "/engine/worker", Imports: []string{m + "/engine/api"}, Deps: []string{m + "/engine", m + "/engine/api"}},
+		m + "/cmd/lmlite":    {ImportPath: m + "/cmd/lmlite", Imports: []string{m + "/engine/worker"}, Deps: []string{m + "/engine", m + "/engine/api", m + "/engine/worker"}},
+		"strings":            {ImportPath: "strings"},
+	}
+	got := upward(pkgs)
+	want := []string{m + "/engine/api -> " + m + "/engine", m + "/engine/worker -> " + m + "/engine/api -> " + m + "/engine"}
+	if !slices.Equal(got, want) {
+		t.Errorf("upward = %q, want %q", got, want)
+	}
+}
