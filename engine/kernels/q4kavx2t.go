@@ -1,0 +1,35 @@
+package kernels
+
+// acts.q8kA: the Q8_K activations in the layout of the AVX2 few-token Q4_K
+// kernels (dotQ4KAVX2t2 … t9, q4kavx2t_amd64.go). Each block is q8k's with its
+// quants reordered so that the kernels' one 4×4 dword transpose per weight block
+// lines a token's quants up with the nibbles of every sub-block pair.
+
+// permuteQ4KAVX2 writes a block's quants in q8kA's order: the 32 bytes at 64c+32h
+// (c < 4, h < 2) hold, in dword i of their 16-byte lane L, the quants
+// 64i+32h+16L+4c … +3 (sub-block 2i+h, quants 16L+4c … 16L+4c+3). So the bytes
+// at 64c hold the quants of the even sub-blocks that the low nibbles of the
+// transposed weights' register c multiply, those at 64c+32 the odd ones'.
+func permuteQ4KAVX2(dst, qs *[qkK]int8) {
+	for c := 0; c < 4; c++ {
+		for h := 0; h < 2; h++ {
+			for L := 0; L < 2; L++ {
+				for i := 0; i < 4; i++ {
+					o := 64*c + 32*h + 16*L + 4*i
+					s := 64*i + 32*h + 16*L + 4*c
+					copy(dst[o:o+4], qs[s:s+4])
+				}
+			}
+		}
+	}
+}
+
+// layoutQ4KAVX2 fills a.q8kA from a.q8k: the same blocks, quants permuted.
+func (a *acts) layoutQ4KAVX2(nb, rows int) {
+	a.q8kA = grow(a.q8kA, rows*nb)
+	for i := range rows * nb {
+		y := &a.q8k[i]
+		a.q8kA[i].d, a.q8kA[i].bsums = y.d, y.bsums
+		permuteQ4KAVX2(&a.q8kA[i].qs, &y.qs)
+	}
+}

@@ -1,0 +1,59 @@
+//go:build !purego
+
+package kernels
+
+import "unsafe"
+
+// usesQ4KAVX2T reports whether products of rows tokens by weights of type wt go
+// through the AVX2 few-token Q4_K kernels (dotQ4KRowsT), so that acts lays out
+// q8kA: Q4_K on a CPU with AVX2 and without the AVX-512 VNNI tiles, two tokens or
+// more (a speculative verification step, a prompt).
+func usesQ4KAVX2T(wt Type, rows int) bool {
+	return wt == Q4_K && useQ4KAVX2T && useAVX2 && !useAVX512 && rows >= 2
+}
+
+// useQ4KAVX2T turns the path off for the tests and benchmarks that compare it
+// with dotQ4KRows' kernels.
+var useQ4KAVX2T = true
+
+// dotQ4KRowsT sets out[t] = dotQ4KRow(row, token t) for each t < len(out) (at
+// least 2), the tokens' blocks in q8kA's layout at y (nb a token): through
+// dotQ4KAVX2t2 … t9, at most nine tokens a pass over the row (the remainder of
+// 10 goes as 8 and 2). Every out[t] has dotQ4KRow's bits (and the reference's),
+// whatever len(out).
+func dotQ4KRowsT(out []float32, row []byte, y []q8KBlock, nb int) {
+	n := len(out)
+	_, _ = row[nb*144-1], y[n*nb-1]
+	stride := nb * int(unsafe.Sizeof(y[0]))
+	for t := 0; t < n; {
+		c := n - t
+		if c > 9 {
+			c = 9
+			if n-t-9 == 1 {
+				c = 8
+			}
+		}
+		x, yt, o := &row[0], (*byte)(unsafe.Pointer(&y[t*nb])), &out[t]
+		switch c {
+		case 2:
+			dotQ4KAVX2t2(x, yt, nb, stride, o)
+		case 3:
+			dotQ4KAVX2t3(x, yt, nb, stride, o)
+		case 4:
+			dotQ4KAVX2t4(x, yt, nb, stride, o)
+		case 5:
+			dotQ4KAVX2t5(x, yt, nb, stride, o)
+		case 6:
+			dotQ4KAVX2t6(x, yt, nb, stride, o)
+		case 7:
+			dotQ4KAVX2t7(x, yt, nb, stride, o)
+		case 8:
+			dotQ4KAVX2t8(x, yt, nb, stride, o)
+		case 9:
+			dotQ4KAVX2t9(x, yt, nb, stride, o)
+		default:
+			panic("kernels: dotQ4KRowsT of one token")
+		}
+		t += c
+	}
+}
