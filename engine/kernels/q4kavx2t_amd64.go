@@ -16,6 +16,28 @@ func usesQ4KAVX2T(wt Type, rows int) bool {
 // with dotQ4KRows' kernels.
 var useQ4KAVX2T = true
 
+// dotQ4KRowsMixed is dotQ4KRows for tokens t0, t0+1, … of a (which has q8kA):
+// eight at a time through dotQ4KAVX2x8 while 10 or more or exactly 8 are left,
+// then 2 or 4 through dotQ4KRows' kernels and 3, 5, 6, 7 or 9 through
+// dotQ4KRowsT in one pass (where dotQ4KRows would make a second pass over the
+// row for the last one or three). dotQ4KAVX2t8 took 1.1–1.3× the CPU of x8 and
+// t2 about x2's (BenchmarkQ4KAVX2Tokens, Zen3, loaded), so those stay. Every
+// token gets dotQ4KRow's bits either way.
+func dotQ4KRowsMixed(out []float32, row []byte, a *acts, t0, nb int) {
+	t, n := 0, len(out)
+	for n-t >= 10 || n-t == 8 {
+		dotQ4KRows(out[t:t+8], row, a.q8k[(t0+t)*nb:], nb)
+		t += 8
+	}
+	switch n - t {
+	case 0:
+	case 1, 2, 4:
+		dotQ4KRows(out[t:], row, a.q8k[(t0+t)*nb:], nb)
+	default:
+		dotQ4KRowsT(out[t:], row, a.q8kA[(t0+t)*nb:], nb)
+	}
+}
+
 // dotQ4KRowsT sets out[t] = dotQ4KRow(row, token t) for each t < len(out) (at
 // least 2), the tokens' blocks in q8kA's layout at y (nb a token): through
 // dotQ4KAVX2t2 … t9, at most nine tokens a pass over the row (the remainder of

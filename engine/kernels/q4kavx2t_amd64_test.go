@@ -89,8 +89,10 @@ func TestMatMulQ4KAVX2TokensMatchOneToken(t *testing.T) {
 
 // BenchmarkQ4KAVX2Tokens: MatMul of a Q4_K matrix of 8192 rows × 2048 columns
 // (a 1b model's ffn_up) against 1, 2, 5, 9 and 17 tokens on one thread, through
-// dotQ4KRowsT (t) and through dotQ4KRows' kernels of 8, 4, 2 and 1 tokens
-// (x): CPU time per call (cpu-us/op).
+// dotQ4KRowsMixed (t: the kernels of 3, 5, 6, 7 and 9 tokens for what the
+// eights leave) and through dotQ4KRows' kernels of 8, 4, 2 and 1 tokens (x):
+// CPU time per call (cpu-us/op). (With dotQ4KRowsT alone, 17 tokens as 9 + 8
+// took 1.1–1.3× x's CPU: its 8-token kernel is slower than dotQ4KAVX2x8.)
 func BenchmarkQ4KAVX2Tokens(b *testing.B) {
 	if !usesQ4KAVX2T(Q4_K, 2) {
 		b.Skip("not the AVX2 few-token path")

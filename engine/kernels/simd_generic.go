@@ -380,8 +380,8 @@ func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	switch wt {
 	case Q4_K:
 		nb := a.cols / qkK
-		if len(a.q8kA) > 0 && len(out) > 1 {
-			dotQ4KRowsT(out, row, a.q8kA[t0*nb:], nb)
+		if len(a.q8kA) > 0 {
+			dotQ4KRowsMixed(out, row, a, t0, nb)
 		} else {
 			dotQ4KRows(out, row, a.q8k[t0*nb:], nb)
 		}
