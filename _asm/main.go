@@ -88,7 +88,6 @@ func main() {
 	dotQ6KAVX2(2)
 	dotQ6KAVX2Tokens(4)
 	dotQ6KAVX2Tokens(8)
-	dotQ6KAVX2Tokens(9)
 	dotQ6KAVX512(1)
 	dotQ6KAVX512Tokens(8)
 	dotQ6KAVX512Tokens(9)

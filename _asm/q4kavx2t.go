@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	. "github.com/mmcloughlin/avo/build"
+	"github.com/mmcloughlin/avo/ir"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 )
@@ -70,6 +71,9 @@ func dotQ4KAVX2T(T int) {
 		VMOVDQU(z, ints.Offset(32*q))
 	}
 
+	// The loop's start on a 32-byte boundary (t8's ran 1.2× slower than t9's
+	// without it).
+	Instruction(&ir.Instruction{Opcode: "PCALIGN", Operands: []Op{Imm(32)}})
 	Label("loop")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
@@ -113,7 +117,7 @@ func dotQ4KAVX2T(T int) {
 		VPAND(nibbleMask, P[c], lo[c])
 	}
 
-	// Each token: its isum lanes and msum lanes, folded by VPHADDD; a pair's
+	// Each token: its isum lanes and msum lanes folded together; a pair's
 	// [isum, msum] twice-folded to an xmm on the stack.
 	var pend VecVirtual
 	for t := 0; t < T; t++ {
@@ -137,8 +141,11 @@ func dotQ4KAVX2T(T int) {
 		m := YMM()
 		VMOVDQU(yt.Offset(q8KBsums), m)
 		VPMADDWD(scw.Offset(64), m, m)
-		v := YMM()
-		VPHADDD(m, acc, v) // [i01 i23 m01 m23 | i45 i67 m45 m67]
+		// Unpacks and adds (one µop each) rather than VPHADDD.
+		v, vh := YMM(), YMM()
+		VPUNPCKLDQ(m, acc, v)
+		VPUNPCKHDQ(m, acc, vh)
+		VPADDD(vh, v, v) // [i0+i2 m0+m2 i1+i3 m1+m3 | the same of 4-7]
 		if t%2 == 0 && t+1 < T {
 			pend = v
 			continue
@@ -147,8 +154,10 @@ func dotQ4KAVX2T(T int) {
 		if t%2 == 1 {
 			a = pend
 		}
-		w := YMM()
-		VPHADDD(v, a, w) // [i m i' m' | …] of tokens t-1 and t (or t twice)
+		w, wh := YMM(), YMM()
+		VPUNPCKLQDQ(v, a, w)
+		VPUNPCKHQDQ(v, a, wh)
+		VPADDD(wh, w, w) // [i m i' m' | …] of tokens t-1 and t (or t twice)
 		hx := XMM()
 		VEXTRACTI128(U8(1), w, hx)
 		VPADDD(hx, w.AsX(), hx)

@@ -8,8 +8,8 @@ import (
 	. "github.com/mmcloughlin/avo/reg"
 )
 
-// dotQ6KAVX2Tokens emits dotQ6KAVX2x4, x8 or x9: one Q6_K row against T = 4,
-// 8 or 9 activation rows (9: a k = 8 verification step in one pass) (stride bytes apart) on AVX2, for the few-token products
+// dotQ6KAVX2Tokens emits dotQ6KAVX2x4 or dotQ6KAVX2x8: one Q6_K row against T = 4
+// or 8 activation rows (stride bytes apart) on AVX2, for the few-token products
 // of a speculative verification step. Each 32-quant chunk of the weight block is
 // unpacked once for the T tokens, and each token keeps its own int32 lanes
 // (exact: any order of the integer sums gives the same lanes). At the end of a
@@ -21,7 +21,7 @@ import (
 //
 // The registers: the T int accumulators, the scales and a few temporaries live
 // through the block; the masks are memory operands, the scales·bsums products
-// are taken at the block's end, and with T = 8 or 9 the float lanes wait on the
+// are taken at the block's end, and with T = 8 the float lanes wait on the
 // stack (a load and a store per token and block).
 func dotQ6KAVX2Tokens(T int) {
 	name := fmt.Sprintf("dotQ6KAVX2x%d", T)

@@ -120,3 +120,39 @@ func BenchmarkQ4KAVX2Tokens(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkQ4KAVX2Kernels: the kernels alone over the 8192 rows of
+// BenchmarkQ4KAVX2Tokens' matrix, one row a call: dotQ4KRows (x) against
+// dotQ4KRowsT (t) for 8 and 9 tokens (cpu-us/op).
+func BenchmarkQ4KAVX2Kernels(b *testing.B) {
+	if !usesQ4KAVX2T(Q4_K, 2) {
+		b.Skip("not the AVX2 few-token path")
+	}
+	r := rand.New(rand.NewPCG(7, 33))
+	const rows, cols = 8192, 2048
+	nb := cols / qkK
+	w := Matrix{Type: Q4_K, Rows: rows, Cols: cols, Data: make([]byte, rows*Q4_K.RowBytes(cols))}
+	for i := 0; i < rows; i++ {
+		QuantizeRow(w.Row(i), Q4_K, randRow(r, cols, 0.1))
+	}
+	var a acts
+	a.prepare(Q4_K, randRow(r, 9*cols, 1), 9, cols)
+	out := make([]float32, 9)
+	for _, n := range []int{8, 9} {
+		for _, path := range []string{"x", "t"} {
+			b.Run(fmt.Sprintf("t%d/%s", n, path), func(b *testing.B) {
+				c0 := cpuSeconds()
+				for b.Loop() {
+					for i := 0; i < rows; i++ {
+						if path == "t" {
+							dotQ4KRowsT(out[:n], w.Row(i), a.q8kA, nb)
+						} else {
+							dotQ4KRows(out[:n], w.Row(i), a.q8k, nb)
+						}
+					}
+				}
+				b.ReportMetric((cpuSeconds()-c0)*1e6/float64(b.N), "cpu-us/op")
+			})
+		}
+	}
+}

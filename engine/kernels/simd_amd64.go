@@ -148,7 +148,7 @@ func dotQ6KRowsPairs(out []float32, row []byte, a *acts, t0, nb int) {
 	}
 }
 
-// dotQ6KRows is dotQ4KRows for Q6_K weights, with the AVX2 kernels of 9 (exactly 9 tokens), 8, 4 and
+// dotQ6KRows is dotQ4KRows for Q6_K weights, with the AVX2 kernels of 8, 4 and
 // 2 tokens and the same reuse of the 8- and 4-token kernels over the last tokens.
 // With AVX-512 the kernels of 16 and 8 tokens (dotQ6KAVX512x16, x8) come first,
 // x9 for exactly 9 tokens left, and the 4-token one is dotQ6KAVX512x4: Q6_K's tiles lack llama.cpp's 8-lane
@@ -181,11 +181,6 @@ func dotQ6KRows(out []float32, row []byte, y []q8KBlock, nb int) {
 				dotQ6KAVX512x8(&row[0], (*byte)(unsafe.Pointer(&y[(n-8)*nb])), nb, stride, &out[n-8])
 				t = n
 			}
-		}
-		if n-t == 9 && !useAVX512 {
-			// A k = 8 verification step's 9 positions in one pass over the row.
-			dotQ6KAVX2x9(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])
-			t = n
 		}
 		for ; t+8 <= n; t += 8 {
 			dotQ6KAVX2x8(&row[0], (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t])

@@ -111,12 +111,6 @@ func dotQ6KAVX2x4(x *byte, y *byte, n int, stride int, out *float32)
 //go:noescape
 func dotQ6KAVX2x8(x *byte, y *byte, n int, stride int, out *float32)
 
-// dotQ6KAVX2x9 sets out[t] = dotQ6KAVX2(x, y+t·stride, n) for t < 9 (one
-// weight block unpacked for all the tokens; each token's float steps as there).
-//
-//go:noescape
-func dotQ6KAVX2x9(x *byte, y *byte, n int, stride int, out *float32)
-
 // dotQ6KAVX512 is dotQ6KAVX2 with AVX-512BW and AVX-512 VNNI.
 //
 //go:noescape
