@@ -6,10 +6,24 @@ import "unsafe"
 
 // usesQ4KAVX2T reports whether products of rows tokens by weights of type wt go
 // through the AVX2 few-token Q4_K kernels (dotQ4KRowsT), so that acts lays out
-// q8kA: Q4_K on a CPU with AVX2 and without the AVX-512 VNNI tiles, two tokens or
-// more (a speculative verification step, a prompt).
+// q8kA: Q4_K on a CPU with AVX2 and without the AVX-512 VNNI tiles, when the
+// tokens leave 3, 5, 6, 7 or 9 after the eights (a k = 2, 4, 5, 6 or 8
+// verification step; some prompts). Without q8kA, dotQ4KRowsMixed takes
+// dotQ4KRows' kernels alone (the same bits).
 func usesQ4KAVX2T(wt Type, rows int) bool {
-	return wt == Q4_K && useQ4KAVX2T && useAVX2 && !useAVX512 && rows >= 2
+	if wt != Q4_K || !useQ4KAVX2T || !useAVX2 || useAVX512 || rows < 2 {
+		return false
+	}
+	// matMul.rows takes the tokens by tokChunk: whole chunks go by eights; the
+	// last (or only) one is what dotQ4KRowsMixed may give these kernels.
+	n := rows
+	if rows > tokChunk {
+		n = rows % tokChunk
+	}
+	for n >= 10 || n == 8 {
+		n -= 8
+	}
+	return n == 3 || n >= 5
 }
 
 // useQ4KAVX2T turns the path off for the tests and benchmarks that compare it

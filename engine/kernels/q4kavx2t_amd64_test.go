@@ -57,7 +57,7 @@ func TestQ4KAVX2TokensEveryCount(t *testing.T) {
 // 20 tokens (through q8kA and dotQ4KRowsT on AVX2) gives each token the bits of
 // a MatMul of that token alone, on one thread and on several.
 func TestMatMulQ4KAVX2TokensMatchOneToken(t *testing.T) {
-	if !usesQ4KAVX2T(Q4_K, 2) {
+	if !usesQ4KAVX2T(Q4_K, 9) {
 		t.Skip("not the AVX2 few-token path")
 	}
 	r := rand.New(rand.NewPCG(3, 33))
@@ -94,7 +94,7 @@ func TestMatMulQ4KAVX2TokensMatchOneToken(t *testing.T) {
 // CPU time per call (cpu-us/op). (With dotQ4KRowsT alone, 17 tokens as 9 + 8
 // took 1.1–1.3× x's CPU: its 8-token kernel is slower than dotQ4KAVX2x8.)
 func BenchmarkQ4KAVX2Tokens(b *testing.B) {
-	if !usesQ4KAVX2T(Q4_K, 2) {
+	if !usesQ4KAVX2T(Q4_K, 9) {
 		b.Skip("not the AVX2 few-token path")
 	}
 	defer SetThreads(SetThreads(1))
@@ -125,7 +125,7 @@ func BenchmarkQ4KAVX2Tokens(b *testing.B) {
 // BenchmarkQ4KAVX2Tokens' matrix, one row a call: dotQ4KRows (x) against
 // dotQ4KRowsT (t) for 8 and 9 tokens (cpu-us/op).
 func BenchmarkQ4KAVX2Kernels(b *testing.B) {
-	if !usesQ4KAVX2T(Q4_K, 2) {
+	if !usesQ4KAVX2T(Q4_K, 9) {
 		b.Skip("not the AVX2 few-token path")
 	}
 	r := rand.New(rand.NewPCG(7, 33))
