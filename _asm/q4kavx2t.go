@@ -71,8 +71,8 @@ func dotQ4KAVX2T(T int) {
 		VMOVDQU(z, ints.Offset(32*q))
 	}
 
-	// The loop's start on a 32-byte boundary (t8's ran 1.2× slower than t9's
-	// without it).
+	// The loop's start on a 32-byte boundary (a precaution: its effect was
+	// within the loaded machine's noise).
 	Instruction(&ir.Instruction{Opcode: "PCALIGN", Operands: []Op{Imm(32)}})
 	Label("loop")
 	TESTQ(n, n)

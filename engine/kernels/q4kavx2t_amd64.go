@@ -34,7 +34,7 @@ var useQ4KAVX2T = true
 // eight at a time through dotQ4KAVX2x8 while 10 or more or exactly 8 are left,
 // then 2 or 4 through dotQ4KRows' kernels and 3, 5, 6, 7 or 9 through
 // dotQ4KRowsT in one pass (where dotQ4KRows would make a second pass over the
-// row for the last one or three). dotQ4KAVX2t8 took 1.1–1.3× the CPU of x8 and
+// row for the last one or three). dotQ4KAVX2t8 took 1.04–1.3× the CPU of x8 and
 // t2 about x2's (BenchmarkQ4KAVX2Tokens, Zen3, loaded), so those stay. Every
 // token gets dotQ4KRow's bits either way.
 func dotQ4KRowsMixed(out []float32, row []byte, a *acts, t0, nb int) {
