@@ -72,11 +72,15 @@ func main() {
 	moeTileConstants()
 	vnniTileConstants()
 	q4KPackedConstants()
+	q4KAVX2TConstants()
 
 	dotQ4KAVX2(1)
 	dotQ4KAVX2(2)
 	dotQ4KAVX2Tokens(4)
 	dotQ4KAVX2Tokens(8)
+	for t := 2; t <= 9; t++ {
+		dotQ4KAVX2T(t)
+	}
 	dotQ5KAVX2(1)
 	dotQ5KAVX2(2)
 	dotQ4KAVX512(1)

@@ -82,7 +82,10 @@ type acts struct {
 	q8kU []uint8
 	// q8kB is, for IQ3_S's byte panels, the quants as bytes q+128 in their
 	// order (iq3spanel.go).
-	q8kB  []byte
+	q8kB []byte
+	// q8kA is, for Q4_K's AVX2 few-token kernels (usesQ4KAVX2T), q8k with each
+	// block's quants permuted (permuteQ4KAVX2).
+	q8kA  []q8KBlock
 	rows  int
 	shift int // Q8_0: actShift
 	// yds is ydT's stride: rows, but 4 for 2 or 3 rows, which q8k and ydT then
@@ -150,7 +153,7 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 				}
 			}
 		}
-		a.bsT, a.q8kP, a.q6P = a.bsT[:0], a.q8kP[:0], a.q6P[:0]
+		a.bsT, a.q8kP, a.q6P, a.q8kA = a.bsT[:0], a.q8kP[:0], a.q6P[:0], a.q8kA[:0]
 		a.q8kW, a.q8kU, a.q8kB, a.q8kO = a.q8kW[:0], a.q8kU[:0], a.q8kB[:0], a.q8kO[:0]
 		a.layoutQ8K(wt)
 	default:
@@ -177,6 +180,9 @@ func (a *acts) layoutQ8K(wt Type) {
 		for i := range rows * nb {
 			permuteQ8K(a.q8kP[i*qkK:(i+1)*qkK], &a.q8k[i].qs)
 		}
+	}
+	if usesQ4KAVX2T(wt, rows) && len(a.q8kA) == 0 {
+		a.layoutQ4KAVX2(nb, rows)
 	}
 	if pairsQ6K(wt, rows) && len(a.q6P) == 0 {
 		a.q6P = grow(a.q6P, rows/2*nb*q6KPairBytes)

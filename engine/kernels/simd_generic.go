@@ -380,7 +380,11 @@ func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	switch wt {
 	case Q4_K:
 		nb := a.cols / qkK
-		dotQ4KRows(out, row, a.q8k[t0*nb:], nb)
+		if len(a.q8kA) > 0 {
+			dotQ4KRowsMixed(out, row, a, t0, nb)
+		} else {
+			dotQ4KRows(out, row, a.q8k[t0*nb:], nb)
+		}
 	case Q5_K:
 		nb := a.cols / qkK
 		dotQ5KRows(out, row, a.q8k[t0*nb:], nb)

@@ -26,6 +26,54 @@ func dotQ4KAVX2x4(x *byte, y *byte, n int, stride int, out *float32)
 //go:noescape
 func dotQ4KAVX2x8(x *byte, y *byte, n int, stride int, out *float32)
 
+// dotQ4KAVX2t2 sets out[t] = dotQ4KAVX2(x, token t, n) for t < 2, the tokens'
+// blocks in acts.q8kA's layout at y, stride bytes apart (weight block unpacked once).
+//
+//go:noescape
+func dotQ4KAVX2t2(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotQ4KAVX2t3 sets out[t] = dotQ4KAVX2(x, token t, n) for t < 3, the tokens'
+// blocks in acts.q8kA's layout at y, stride bytes apart (weight block unpacked once).
+//
+//go:noescape
+func dotQ4KAVX2t3(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotQ4KAVX2t4 sets out[t] = dotQ4KAVX2(x, token t, n) for t < 4, the tokens'
+// blocks in acts.q8kA's layout at y, stride bytes apart (weight block unpacked once).
+//
+//go:noescape
+func dotQ4KAVX2t4(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotQ4KAVX2t5 sets out[t] = dotQ4KAVX2(x, token t, n) for t < 5, the tokens'
+// blocks in acts.q8kA's layout at y, stride bytes apart (weight block unpacked once).
+//
+//go:noescape
+func dotQ4KAVX2t5(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotQ4KAVX2t6 sets out[t] = dotQ4KAVX2(x, token t, n) for t < 6, the tokens'
+// blocks in acts.q8kA's layout at y, stride bytes apart (weight block unpacked once).
+//
+//go:noescape
+func dotQ4KAVX2t6(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotQ4KAVX2t7 sets out[t] = dotQ4KAVX2(x, token t, n) for t < 7, the tokens'
+// blocks in acts.q8kA's layout at y, stride bytes apart (weight block unpacked once).
+//
+//go:noescape
+func dotQ4KAVX2t7(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotQ4KAVX2t8 sets out[t] = dotQ4KAVX2(x, token t, n) for t < 8, the tokens'
+// blocks in acts.q8kA's layout at y, stride bytes apart (weight block unpacked once).
+//
+//go:noescape
+func dotQ4KAVX2t8(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotQ4KAVX2t9 sets out[t] = dotQ4KAVX2(x, token t, n) for t < 9, the tokens'
+// blocks in acts.q8kA's layout at y, stride bytes apart (weight block unpacked once).
+//
+//go:noescape
+func dotQ4KAVX2t9(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ5KAVX2 is the dot product of n Q5_K blocks at x with n q8KBlocks at y.
 //
 //go:noescape
