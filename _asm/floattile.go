@@ -134,26 +134,30 @@ func dotFloatAVX512Tokens(kind string, size, T int) {
 	RET()
 }
 
-// f32AVX2Tokens are the token counts of the AVX2 F32 multi-token kernels: a
-// pass takes four of dotFloatAVX2's eight accumulators per token, so three
-// tokens hold 12 of the 16 registers, and the second pass those 12 with the
-// first pass's three sums.
+// f32AVX2Tokens are the token counts of the AVX2 float multi-token kernels (F32,
+// F16, BF16): a pass takes four of dotFloatAVX2's eight accumulators per token,
+// so three tokens hold 12 of the 16 registers, and the second pass those 12
+// with the first pass's three sums.
 var f32AVX2Tokens = []int{3, 2}
 
-// dotF32AVX2Tokens emits dotF32AVX2t<T>: one row of n (a multiple of 8) F32
-// weights against T activation rows (y, y+ys, …), out[t·os/4] = dotF32AVX2 of
-// the row with row t. dotFloatAVX2's accumulators are independent chains until
-// its reduction, so the kernel takes them in two passes over the row: the first
-// keeps accumulators 0-3 of every token (and accumulator 0 the groups of 8 past
-// the last multiple of 64), and sums them as dotFloatAVX2 does, (a0+a1)+(a2+a3);
+// dotF32AVX2Tokens emits dotF32AVX2t<T>: dotFloatAVX2Tokens for F32.
+func dotF32AVX2Tokens(T int) { dotFloatAVX2Tokens("F32", 4, T) }
+
+// dotFloatAVX2Tokens emits dot<kind>AVX2t<T>: one row of n (a multiple of 8)
+// weights of kind (F32, F16, BF16; size bytes each) against T activation rows
+// (y, y+ys, …), out[t·os/4] = dot<kind>AVX2 of the row with row t.
+// dotFloatAVX2's accumulators are independent chains until its reduction, so
+// the kernel takes them in two passes over the row: the first keeps
+// accumulators 0-3 of every token (and accumulator 0 the groups of 8 past the
+// last multiple of 64), and sums them as dotFloatAVX2 does, (a0+a1)+(a2+a3);
 // the second accumulators 4-7, (a4+a5)+(a6+a7), and adds the two halves and
-// hsum8s them. Each weight load serves T tokens, and every output has the
-// one-token kernel's operations in its order, so its bits.
-func dotF32AVX2Tokens(T int) {
-	name := fmt.Sprintf("dotF32AVX2t%d", T)
+// hsum8s them. Each weight load (and F16/BF16 conversion) serves T tokens, and
+// every output has the one-token kernel's operations in its order, so its bits.
+func dotFloatAVX2Tokens(kind string, size, T int) {
+	name := fmt.Sprintf("dot%sAVX2t%d", kind, T)
 	TEXT(name, NOSPLIT, "func(x *byte, y *float32, ys int, n int, out *float32, os int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s is dotF32AVX2 of one row of n (a multiple of 8) F32 weights at x with each of %d", name, T),
+	Doc(fmt.Sprintf("%s is dot%sAVX2 of one row of n (a multiple of 8) %s weights at x with each of %d", name, kind, kind, T),
 		"float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).")
 	x, y, ys, n := GP64(), GP64(), GP64(), GP64()
 	Load(Param("x"), x)
@@ -186,12 +190,12 @@ func dotF32AVX2Tokens(T int) {
 		JL(LabelRef(lbl + "tail"))
 		for k := 0; k < half; k++ {
 			w := YMM()
-			VMOVUPS(Mem{Base: x, Disp: 32 * (k0 + k)}, w)
+			floatLoad(kind, Mem{Base: x, Disp: 8 * size * (k0 + k)}, w)
 			for t := range acc {
 				VFMADD231PS(row(t, 32*(k0+k)), w, acc[t][k])
 			}
 		}
-		ADDQ(U32(32*floatAccs), x)
+		ADDQ(U32(8*floatAccs*size), x)
 		ADDQ(U32(32*floatAccs), y)
 		SUBQ(U8(8*floatAccs), n)
 		JMP(LabelRef(lbl + "loop"))
@@ -200,11 +204,11 @@ func dotF32AVX2Tokens(T int) {
 			CMPQ(n, U8(8))
 			JL(LabelRef(lbl + "sum"))
 			w := YMM()
-			VMOVUPS(Mem{Base: x}, w)
+			floatLoad(kind, Mem{Base: x}, w)
 			for t := range acc {
 				VFMADD231PS(row(t, 0), w, acc[t][0])
 			}
-			ADDQ(U32(32), x)
+			ADDQ(U32(8*size), x)
 			ADDQ(U32(32), y)
 			SUBQ(U8(8), n)
 			JMP(LabelRef(lbl + "tail"))

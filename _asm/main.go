@@ -99,6 +99,11 @@ func main() {
 	dot0AVX2("Q8_0")
 	dot0AVX2("Q4_0")
 	dot0AVX2("Q5_0")
+	for _, t := range dot0AVX2TokenCounts {
+		for _, typ := range []string{"Q8_0", "Q4_0", "Q5_0"} {
+			dot0AVX2Tokens(typ, t)
+		}
+	}
 	dot0AVX2("IQ4_NL")
 	dotIQ4XSAVX2()
 	dotQ4_1AVX2()
@@ -190,6 +195,10 @@ func main() {
 	}
 	for _, t := range f32AVX2Tokens {
 		dotF32AVX2Tokens(t)
+	}
+	for _, t := range f32AVX2Tokens {
+		dotFloatAVX2Tokens("F16", 2, t)
+		dotFloatAVX2Tokens("BF16", 2, t)
 	}
 	attnConstants()
 	attnExpConstants()

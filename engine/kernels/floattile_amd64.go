@@ -79,7 +79,10 @@ func floatGroup(rem, nt int) int {
 // f32Tokens is floatTokens for F32 weights with AVX2 and at least 8 columns:
 // dotF32AVX512t6/t4/t2 (AVX-512) or dotF32AVX2t3/t2 take the largest multiple
 // of 8 columns in dotF32AVX2's order, and addF32Tail the last cols%8 of each
-// token, as dotF32Row does, so every output has dotF32Row's bits.
+// token, as dotF32Row does, so every output has dotF32Row's bits. Without
+// AVX-512 it takes F16 and BF16 weights the same way (dotF16AVX2t3/t2,
+// dotBF16AVX2t3/t2 in dotF16AVX2's and dotBF16AVX2's order, the tail as
+// dotF16Row and dotBF16Row add it), for any number of columns from 8 on.
 func (m *matMul) f32Tokens(r, hi, t0, nt int) int {
 	a := m.a
 	cols := a.cols
@@ -103,7 +106,15 @@ func (m *matMul) f32Tokens(r, hi, t0, nt int) int {
 		y := (*float32)(unsafe.Pointer(&a.f[s*cols]))
 		for q := r; q < hi; q++ {
 			x, o := &m.w.Data[q*m.rb], &m.dst[s*rows+q]
-			switch {
+			switch typ := m.w.Type; {
+			case typ == F16 && n == 3:
+				dotF16AVX2t3(x, y, ys, n8, o, os)
+			case typ == F16:
+				dotF16AVX2t2(x, y, ys, n8, o, os)
+			case typ == BF16 && n == 3:
+				dotBF16AVX2t3(x, y, ys, n8, o, os)
+			case typ == BF16:
+				dotBF16AVX2t2(x, y, ys, n8, o, os)
 			case !useAVX512 && n == 3:
 				dotF32AVX2t3(x, y, ys, n8, o, os)
 			case !useAVX512:
@@ -119,13 +130,31 @@ func (m *matMul) f32Tokens(r, hi, t0, nt int) int {
 				row := m.w.Data[q*m.rb : (q+1)*m.rb]
 				for i := s; i < s+n; i++ {
 					d := &m.dst[i*rows+q]
-					*d = addF32Tail(*d, row, a.f[i*cols:(i+1)*cols], n8)
+					*d = addFloatTail(m.w.Type, *d, row, a.f[i*cols:(i+1)*cols], n8)
 				}
 			}
 		}
 		t = s + n
 	}
 	return hi - r
+}
+
+// addFloatTail is addF32Tail for weights of typ (F32, F16 or BF16): the
+// last elements from n on as dotF32Row, dotF16Row or dotBF16Row adds them.
+func addFloatTail(typ Type, s float32, row []byte, x []float32, n int) float32 {
+	switch typ {
+	case F16:
+		for i := n; i < len(x); i++ {
+			s += f16Table[le16(row[2*i:])] * x[i]
+		}
+	case BF16:
+		for i := n; i < len(x); i++ {
+			s += BF16ToF32(le16(row[2*i:])) * x[i]
+		}
+	default:
+		s = addF32Tail(s, row, x, n)
+	}
+	return s
 }
 
 // useBF16DP: the BF16 kernels of VDPBF16PS (dotBF16DPt1 …) take BF16 weights

@@ -216,11 +216,9 @@ func q6KTokens4(x, y *byte, n, stride int, out *float32) {
 	}
 }
 
-// dotQ8_0Rows is dotQ4KRows for Q8_0 weights, a row at a time.
+// dotQ8_0Rows is dotQ4KRows for Q8_0 weights (dot0Rows).
 func dotQ8_0Rows(out []float32, row []byte, y []q8Block, nb int) {
-	for t := range out {
-		out[t] = dotQ8_0Row(row, y[t*nb:(t+1)*nb])
-	}
+	dot0Rows(Q8_0, out, row, y, nb)
 }
 
 func dotQ6KRow(row []byte, y []q8KBlock) float32 {

@@ -7533,6 +7533,1534 @@ done:
 	MOVSS X3, ret+24(FP)
 	RET
 
+// func dotQ8_0AVX2t4(x *byte, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ8_0AVX2t4(SB), NOSPLIT, $144-48
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    ys+16(FP), DX
+	MOVQ    nb+24(FP), BX
+	LEAQ    (CX)(DX*2), SI
+	ADDQ    DX, SI
+	VXORPS  X0, X0, X0
+	VMOVSS  X0, 128(SP)
+	VMOVSS  X0, 132(SP)
+	VMOVSS  X0, 136(SP)
+	VMOVSS  X0, 140(SP)
+	VMOVDQU ones16<>+0(SB), Y0
+
+quad:
+	CMPQ         BX, $0x04
+	JL           one
+	VMOVDQU      2(AX), Y2
+	VPABSB       Y2, Y1
+	VMOVDQU      Y2, (SP)
+	VMOVDQU      36(AX), Y3
+	VPABSB       Y3, Y2
+	VMOVDQU      Y3, 32(SP)
+	VMOVDQU      70(AX), Y4
+	VPABSB       Y4, Y3
+	VMOVDQU      Y4, 64(SP)
+	VMOVDQU      104(AX), Y5
+	VPABSB       Y5, Y4
+	VMOVDQU      Y5, 96(SP)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X5
+	MOVWLZX      34(AX), DI
+	VPINSRW      $0x01, DI, X5, X5
+	MOVWLZX      68(AX), DI
+	VPINSRW      $0x02, DI, X5, X5
+	MOVWLZX      102(AX), DI
+	VPINSRW      $0x03, DI, X5, X5
+	VCVTPH2PS    X5, X5
+	VMOVDQU      8(CX), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX), Y7
+	VPSIGNB      32(SP), Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      88(CX), Y8
+	VPSIGNB      64(SP), Y8, Y8
+	VPMADDUBSW   Y8, Y3, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VMOVDQU      128(CX), Y9
+	VPSIGNB      96(SP), Y9, Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y9, Y8, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X6
+	VMOVSS       (CX), X7
+	VINSERTPS    $0x10, 40(CX), X7, X7
+	VINSERTPS    $0x20, 80(CX), X7, X7
+	VINSERTPS    $0x30, 120(CX), X7, X7
+	VMULPS       X7, X5, X7
+	VMOVSS       128(SP), X8
+	VMULPS       X6, X7, X7
+	VADDSS       X7, X8, X8
+	VMOVSHDUP    X7, X6
+	VADDSS       X6, X8, X8
+	VMOVHLPS     X7, X7, X6
+	VADDSS       X6, X8, X8
+	VPERMILPS    $0xff, X7, X6
+	VADDSS       X6, X8, X8
+	VMOVSS       X8, 128(SP)
+	VMOVDQU      8(CX)(DX*1), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX)(DX*1), Y7
+	VPSIGNB      32(SP), Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      88(CX)(DX*1), Y8
+	VPSIGNB      64(SP), Y8, Y8
+	VPMADDUBSW   Y8, Y3, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VMOVDQU      128(CX)(DX*1), Y9
+	VPSIGNB      96(SP), Y9, Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y9, Y8, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X6
+	VMOVSS       (CX)(DX*1), X7
+	VINSERTPS    $0x10, 40(CX)(DX*1), X7, X7
+	VINSERTPS    $0x20, 80(CX)(DX*1), X7, X7
+	VINSERTPS    $0x30, 120(CX)(DX*1), X7, X7
+	VMULPS       X7, X5, X7
+	VMOVSS       132(SP), X8
+	VMULPS       X6, X7, X7
+	VADDSS       X7, X8, X8
+	VMOVSHDUP    X7, X6
+	VADDSS       X6, X8, X8
+	VMOVHLPS     X7, X7, X6
+	VADDSS       X6, X8, X8
+	VPERMILPS    $0xff, X7, X6
+	VADDSS       X6, X8, X8
+	VMOVSS       X8, 132(SP)
+	VMOVDQU      8(CX)(DX*2), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX)(DX*2), Y7
+	VPSIGNB      32(SP), Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      88(CX)(DX*2), Y8
+	VPSIGNB      64(SP), Y8, Y8
+	VPMADDUBSW   Y8, Y3, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VMOVDQU      128(CX)(DX*2), Y9
+	VPSIGNB      96(SP), Y9, Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y9, Y8, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X6
+	VMOVSS       (CX)(DX*2), X7
+	VINSERTPS    $0x10, 40(CX)(DX*2), X7, X7
+	VINSERTPS    $0x20, 80(CX)(DX*2), X7, X7
+	VINSERTPS    $0x30, 120(CX)(DX*2), X7, X7
+	VMULPS       X7, X5, X7
+	VMOVSS       136(SP), X8
+	VMULPS       X6, X7, X7
+	VADDSS       X7, X8, X8
+	VMOVSHDUP    X7, X6
+	VADDSS       X6, X8, X8
+	VMOVHLPS     X7, X7, X6
+	VADDSS       X6, X8, X8
+	VPERMILPS    $0xff, X7, X6
+	VADDSS       X6, X8, X8
+	VMOVSS       X8, 136(SP)
+	VMOVDQU      8(SI), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(SI), Y1
+	VPSIGNB      32(SP), Y1, Y1
+	VPMADDUBSW   Y1, Y2, Y1
+	VPMADDWD     Y0, Y1, Y1
+	VMOVDQU      88(SI), Y2
+	VPSIGNB      64(SP), Y2, Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VMOVDQU      128(SI), Y3
+	VPSIGNB      96(SP), Y3, Y3
+	VPMADDUBSW   Y3, Y4, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPHADDD      Y1, Y6, Y1
+	VPHADDD      Y3, Y2, Y2
+	VPHADDD      Y2, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X2
+	VPADDD       X1, X2, X2
+	VCVTDQ2PS    X2, X1
+	VMOVSS       (SI), X2
+	VINSERTPS    $0x10, 40(SI), X2, X2
+	VINSERTPS    $0x20, 80(SI), X2, X2
+	VINSERTPS    $0x30, 120(SI), X2, X2
+	VMULPS       X2, X5, X2
+	VMOVSS       140(SP), X3
+	VMULPS       X1, X2, X2
+	VADDSS       X2, X3, X3
+	VMOVSHDUP    X2, X1
+	VADDSS       X1, X3, X3
+	VMOVHLPS     X2, X2, X1
+	VADDSS       X1, X3, X3
+	VPERMILPS    $0xff, X2, X1
+	VADDSS       X1, X3, X3
+	VMOVSS       X3, 140(SP)
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x000000a0, CX
+	ADDQ         $0x000000a0, SI
+	SUBQ         $0x04, BX
+	JMP          quad
+
+one:
+	TESTQ        BX, BX
+	JZ           done
+	VMOVDQU      2(AX), Y2
+	VPABSB       Y2, Y1
+	VMOVDQU      Y2, (SP)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X2
+	VCVTPH2PS    X2, X2
+	VMOVDQU      8(CX), Y3
+	VPSIGNB      (SP), Y3, Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X3
+	VMULSS       (CX), X2, X4
+	VMOVSS       128(SP), X5
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X5, X5
+	VMOVSS       X5, 128(SP)
+	VMOVDQU      8(CX)(DX*1), Y3
+	VPSIGNB      (SP), Y3, Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X3
+	VMULSS       (CX)(DX*1), X2, X4
+	VMOVSS       132(SP), X5
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X5, X5
+	VMOVSS       X5, 132(SP)
+	VMOVDQU      8(CX)(DX*2), Y3
+	VPSIGNB      (SP), Y3, Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X3
+	VMULSS       (CX)(DX*2), X2, X4
+	VMOVSS       136(SP), X5
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X5, X5
+	VMOVSS       X5, 136(SP)
+	VMOVDQU      8(SI), Y3
+	VPSIGNB      (SP), Y3, Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X1
+	VPADDD       X3, X1, X1
+	VPHADDD      X1, X1, X1
+	VPHADDD      X1, X1, X1
+	VCVTDQ2PS    X1, X1
+	VMULSS       (SI), X2, X2
+	VMOVSS       140(SP), X3
+	VMULSS       X1, X2, X2
+	VADDSS       X2, X3, X3
+	VMOVSS       X3, 140(SP)
+	ADDQ         $0x22, AX
+	ADDQ         $0x28, CX
+	ADDQ         $0x28, SI
+	DECQ         BX
+	JMP          one
+
+done:
+	MOVQ   out+32(FP), AX
+	MOVQ   os+40(FP), CX
+	VMOVSS 128(SP), X0
+	VMOVSS X0, (AX)
+	ADDQ   CX, AX
+	VMOVSS 132(SP), X0
+	VMOVSS X0, (AX)
+	ADDQ   CX, AX
+	VMOVSS 136(SP), X0
+	VMOVSS X0, (AX)
+	ADDQ   CX, AX
+	VMOVSS 140(SP), X0
+	VMOVSS X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0AVX2t4(x *byte, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_0AVX2t4(SB), NOSPLIT, $144-48
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    ys+16(FP), DX
+	MOVQ    nb+24(FP), BX
+	LEAQ    (CX)(DX*2), SI
+	ADDQ    DX, SI
+	VXORPS  X0, X0, X0
+	VMOVSS  X0, 128(SP)
+	VMOVSS  X0, 132(SP)
+	VMOVSS  X0, 136(SP)
+	VMOVSS  X0, 140(SP)
+	VMOVDQU ones16<>+0(SB), Y0
+
+quad:
+	CMPQ         BX, $0x04
+	JL           one
+	VMOVDQU      nibbleMask<>+0(SB), Y1
+	VMOVDQU      2(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPSUBB       eights<>+0(SB), Y2, Y2
+	VPABSB       Y2, Y1
+	VMOVDQU      Y2, (SP)
+	VMOVDQU      nibbleMask<>+0(SB), Y2
+	VMOVDQU      20(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPAND        Y2, Y4, Y4
+	VPSUBB       eights<>+0(SB), Y4, Y4
+	VPABSB       Y4, Y2
+	VMOVDQU      Y4, 32(SP)
+	VMOVDQU      nibbleMask<>+0(SB), Y4
+	VMOVDQU      38(AX), X3
+	VPSRLW       $0x04, X3, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VPAND        Y4, Y5, Y5
+	VPSUBB       eights<>+0(SB), Y5, Y5
+	VPABSB       Y5, Y4
+	VMOVDQU      Y5, 64(SP)
+	VMOVDQU      nibbleMask<>+0(SB), Y5
+	VMOVDQU      56(AX), X3
+	VPSRLW       $0x04, X3, X6
+	VINSERTI128  $0x01, X6, Y3, Y6
+	VPAND        Y5, Y6, Y6
+	VPSUBB       eights<>+0(SB), Y6, Y6
+	VPABSB       Y6, Y5
+	VMOVDQU      Y6, 96(SP)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
+	MOVWLZX      18(AX), DI
+	VPINSRW      $0x01, DI, X3, X3
+	MOVWLZX      36(AX), DI
+	VPINSRW      $0x02, DI, X3, X3
+	MOVWLZX      54(AX), DI
+	VPINSRW      $0x03, DI, X3, X3
+	VCVTPH2PS    X3, X3
+	VMOVDQU      8(CX), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX), Y7
+	VPSIGNB      32(SP), Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      88(CX), Y8
+	VPSIGNB      64(SP), Y8, Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VMOVDQU      128(CX), Y9
+	VPSIGNB      96(SP), Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y9, Y8, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X6
+	VMOVSS       (CX), X7
+	VINSERTPS    $0x10, 40(CX), X7, X7
+	VINSERTPS    $0x20, 80(CX), X7, X7
+	VINSERTPS    $0x30, 120(CX), X7, X7
+	VMULPS       X7, X3, X7
+	VMOVSS       128(SP), X8
+	VFMADD231SS  X6, X7, X8
+	VMOVSHDUP    X6, X9
+	VMOVSHDUP    X7, X10
+	VFMADD231SS  X9, X10, X8
+	VMOVHLPS     X6, X6, X9
+	VMOVHLPS     X7, X7, X10
+	VFMADD231SS  X9, X10, X8
+	VPERMILPS    $0xff, X6, X9
+	VPERMILPS    $0xff, X7, X10
+	VFMADD231SS  X9, X10, X8
+	VMOVSS       X8, 128(SP)
+	VMOVDQU      8(CX)(DX*1), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX)(DX*1), Y7
+	VPSIGNB      32(SP), Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      88(CX)(DX*1), Y8
+	VPSIGNB      64(SP), Y8, Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VMOVDQU      128(CX)(DX*1), Y9
+	VPSIGNB      96(SP), Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y9, Y8, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X6
+	VMOVSS       (CX)(DX*1), X7
+	VINSERTPS    $0x10, 40(CX)(DX*1), X7, X7
+	VINSERTPS    $0x20, 80(CX)(DX*1), X7, X7
+	VINSERTPS    $0x30, 120(CX)(DX*1), X7, X7
+	VMULPS       X7, X3, X7
+	VMOVSS       132(SP), X8
+	VFMADD231SS  X6, X7, X8
+	VMOVSHDUP    X6, X9
+	VMOVSHDUP    X7, X10
+	VFMADD231SS  X9, X10, X8
+	VMOVHLPS     X6, X6, X9
+	VMOVHLPS     X7, X7, X10
+	VFMADD231SS  X9, X10, X8
+	VPERMILPS    $0xff, X6, X9
+	VPERMILPS    $0xff, X7, X10
+	VFMADD231SS  X9, X10, X8
+	VMOVSS       X8, 132(SP)
+	VMOVDQU      8(CX)(DX*2), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX)(DX*2), Y7
+	VPSIGNB      32(SP), Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      88(CX)(DX*2), Y8
+	VPSIGNB      64(SP), Y8, Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VMOVDQU      128(CX)(DX*2), Y9
+	VPSIGNB      96(SP), Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y9, Y8, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X6
+	VMOVSS       (CX)(DX*2), X7
+	VINSERTPS    $0x10, 40(CX)(DX*2), X7, X7
+	VINSERTPS    $0x20, 80(CX)(DX*2), X7, X7
+	VINSERTPS    $0x30, 120(CX)(DX*2), X7, X7
+	VMULPS       X7, X3, X7
+	VMOVSS       136(SP), X8
+	VFMADD231SS  X6, X7, X8
+	VMOVSHDUP    X6, X9
+	VMOVSHDUP    X7, X10
+	VFMADD231SS  X9, X10, X8
+	VMOVHLPS     X6, X6, X9
+	VMOVHLPS     X7, X7, X10
+	VFMADD231SS  X9, X10, X8
+	VPERMILPS    $0xff, X6, X9
+	VPERMILPS    $0xff, X7, X10
+	VFMADD231SS  X9, X10, X8
+	VMOVSS       X8, 136(SP)
+	VMOVDQU      8(SI), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(SI), Y1
+	VPSIGNB      32(SP), Y1, Y1
+	VPMADDUBSW   Y1, Y2, Y1
+	VPMADDWD     Y0, Y1, Y1
+	VMOVDQU      88(SI), Y2
+	VPSIGNB      64(SP), Y2, Y2
+	VPMADDUBSW   Y2, Y4, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VMOVDQU      128(SI), Y4
+	VPSIGNB      96(SP), Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPHADDD      Y1, Y6, Y1
+	VPHADDD      Y4, Y2, Y2
+	VPHADDD      Y2, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X2
+	VPADDD       X1, X2, X2
+	VCVTDQ2PS    X2, X1
+	VMOVSS       (SI), X2
+	VINSERTPS    $0x10, 40(SI), X2, X2
+	VINSERTPS    $0x20, 80(SI), X2, X2
+	VINSERTPS    $0x30, 120(SI), X2, X2
+	VMULPS       X2, X3, X2
+	VMOVSS       140(SP), X3
+	VFMADD231SS  X1, X2, X3
+	VMOVSHDUP    X1, X4
+	VMOVSHDUP    X2, X5
+	VFMADD231SS  X4, X5, X3
+	VMOVHLPS     X1, X1, X4
+	VMOVHLPS     X2, X2, X5
+	VFMADD231SS  X4, X5, X3
+	VPERMILPS    $0xff, X1, X4
+	VPERMILPS    $0xff, X2, X5
+	VFMADD231SS  X4, X5, X3
+	VMOVSS       X3, 140(SP)
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x000000a0, CX
+	ADDQ         $0x000000a0, SI
+	SUBQ         $0x04, BX
+	JMP          quad
+
+one:
+	TESTQ        BX, BX
+	JZ           done
+	VMOVDQU      nibbleMask<>+0(SB), Y1
+	VMOVDQU      2(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPSUBB       eights<>+0(SB), Y2, Y2
+	VPABSB       Y2, Y1
+	VMOVDQU      Y2, (SP)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VMOVDQU      8(CX), Y2
+	VPSIGNB      (SP), Y2, Y2
+	VPMADDUBSW   Y2, Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VPADDD       X2, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X2
+	VMULSS       (CX), X3, X4
+	VMOVSS       128(SP), X5
+	VFMADD231SS  X2, X4, X5
+	VMOVSS       X5, 128(SP)
+	VMOVDQU      8(CX)(DX*1), Y2
+	VPSIGNB      (SP), Y2, Y2
+	VPMADDUBSW   Y2, Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VPADDD       X2, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X2
+	VMULSS       (CX)(DX*1), X3, X4
+	VMOVSS       132(SP), X5
+	VFMADD231SS  X2, X4, X5
+	VMOVSS       X5, 132(SP)
+	VMOVDQU      8(CX)(DX*2), Y2
+	VPSIGNB      (SP), Y2, Y2
+	VPMADDUBSW   Y2, Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VPADDD       X2, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X2
+	VMULSS       (CX)(DX*2), X3, X4
+	VMOVSS       136(SP), X5
+	VFMADD231SS  X2, X4, X5
+	VMOVSS       X5, 136(SP)
+	VMOVDQU      8(SI), Y2
+	VPSIGNB      (SP), Y2, Y2
+	VPMADDUBSW   Y2, Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X1
+	VPADDD       X2, X1, X1
+	VPHADDD      X1, X1, X1
+	VPHADDD      X1, X1, X1
+	VCVTDQ2PS    X1, X1
+	VMULSS       (SI), X3, X2
+	VMOVSS       140(SP), X3
+	VFMADD231SS  X1, X2, X3
+	VMOVSS       X3, 140(SP)
+	ADDQ         $0x12, AX
+	ADDQ         $0x28, CX
+	ADDQ         $0x28, SI
+	DECQ         BX
+	JMP          one
+
+done:
+	MOVQ   out+32(FP), AX
+	MOVQ   os+40(FP), CX
+	VMOVSS 128(SP), X0
+	VMOVSS X0, (AX)
+	ADDQ   CX, AX
+	VMOVSS 132(SP), X0
+	VMOVSS X0, (AX)
+	ADDQ   CX, AX
+	VMOVSS 136(SP), X0
+	VMOVSS X0, (AX)
+	ADDQ   CX, AX
+	VMOVSS 140(SP), X0
+	VMOVSS X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_0AVX2t4(x *byte, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ5_0AVX2t4(SB), NOSPLIT, $144-48
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    ys+16(FP), DX
+	MOVQ    nb+24(FP), BX
+	LEAQ    (CX)(DX*2), SI
+	ADDQ    DX, SI
+	VXORPS  X0, X0, X0
+	VMOVSS  X0, 128(SP)
+	VMOVSS  X0, 132(SP)
+	VMOVSS  X0, 136(SP)
+	VMOVSS  X0, 140(SP)
+	VMOVDQU ones16<>+0(SB), Y0
+
+quad:
+	CMPQ         BX, $0x04
+	JL           one
+	VMOVDQU      nibbleMask<>+0(SB), Y1
+	VMOVDQU      6(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPBROADCASTD 2(AX), Y1
+	VPSHUFB      q5Spread<>+0(SB), Y1, Y1
+	VPAND        q5Bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q5Bits<>+0(SB), Y1, Y1
+	VPAND        bit4Mask<>+0(SB), Y1, Y1
+	VPOR         Y1, Y2, Y2
+	VPSUBB       sixteens<>+0(SB), Y2, Y2
+	VPABSB       Y2, Y1
+	VMOVDQU      Y2, (SP)
+	VMOVDQU      nibbleMask<>+0(SB), Y2
+	VMOVDQU      28(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 24(AX), Y2
+	VPSHUFB      q5Spread<>+0(SB), Y2, Y2
+	VPAND        q5Bits<>+0(SB), Y2, Y2
+	VPCMPEQB     q5Bits<>+0(SB), Y2, Y2
+	VPAND        bit4Mask<>+0(SB), Y2, Y2
+	VPOR         Y2, Y4, Y4
+	VPSUBB       sixteens<>+0(SB), Y4, Y4
+	VPABSB       Y4, Y2
+	VMOVDQU      Y4, 32(SP)
+	VMOVDQU      nibbleMask<>+0(SB), Y4
+	VMOVDQU      50(AX), X3
+	VPSRLW       $0x04, X3, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VPAND        Y4, Y5, Y5
+	VPBROADCASTD 46(AX), Y4
+	VPSHUFB      q5Spread<>+0(SB), Y4, Y4
+	VPAND        q5Bits<>+0(SB), Y4, Y4
+	VPCMPEQB     q5Bits<>+0(SB), Y4, Y4
+	VPAND        bit4Mask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VPSUBB       sixteens<>+0(SB), Y5, Y5
+	VPABSB       Y5, Y4
+	VMOVDQU      Y5, 64(SP)
+	VMOVDQU      nibbleMask<>+0(SB), Y5
+	VMOVDQU      72(AX), X3
+	VPSRLW       $0x04, X3, X6
+	VINSERTI128  $0x01, X6, Y3, Y6
+	VPAND        Y5, Y6, Y6
+	VPBROADCASTD 68(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPAND        bit4Mask<>+0(SB), Y5, Y5
+	VPOR         Y5, Y6, Y6
+	VPSUBB       sixteens<>+0(SB), Y6, Y6
+	VPABSB       Y6, Y5
+	VMOVDQU      Y6, 96(SP)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
+	MOVWLZX      22(AX), DI
+	VPINSRW      $0x01, DI, X3, X3
+	MOVWLZX      44(AX), DI
+	VPINSRW      $0x02, DI, X3, X3
+	MOVWLZX      66(AX), DI
+	VPINSRW      $0x03, DI, X3, X3
+	VCVTPH2PS    X3, X3
+	VMOVDQU      8(CX), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX), Y7
+	VPSIGNB      32(SP), Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      88(CX), Y8
+	VPSIGNB      64(SP), Y8, Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VMOVDQU      128(CX), Y9
+	VPSIGNB      96(SP), Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y9, Y8, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X6
+	VMOVSS       (CX), X7
+	VINSERTPS    $0x10, 40(CX), X7, X7
+	VINSERTPS    $0x20, 80(CX), X7, X7
+	VINSERTPS    $0x30, 120(CX), X7, X7
+	VMULPS       X7, X3, X7
+	VMOVSS       128(SP), X8
+	VMULPS       X6, X7, X7
+	VADDSS       X7, X8, X8
+	VMOVSHDUP    X7, X6
+	VADDSS       X6, X8, X8
+	VMOVHLPS     X7, X7, X6
+	VADDSS       X6, X8, X8
+	VPERMILPS    $0xff, X7, X6
+	VADDSS       X6, X8, X8
+	VMOVSS       X8, 128(SP)
+	VMOVDQU      8(CX)(DX*1), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX)(DX*1), Y7
+	VPSIGNB      32(SP), Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      88(CX)(DX*1), Y8
+	VPSIGNB      64(SP), Y8, Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VMOVDQU      128(CX)(DX*1), Y9
+	VPSIGNB      96(SP), Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y9, Y8, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X6
+	VMOVSS       (CX)(DX*1), X7
+	VINSERTPS    $0x10, 40(CX)(DX*1), X7, X7
+	VINSERTPS    $0x20, 80(CX)(DX*1), X7, X7
+	VINSERTPS    $0x30, 120(CX)(DX*1), X7, X7
+	VMULPS       X7, X3, X7
+	VMOVSS       132(SP), X8
+	VMULPS       X6, X7, X7
+	VADDSS       X7, X8, X8
+	VMOVSHDUP    X7, X6
+	VADDSS       X6, X8, X8
+	VMOVHLPS     X7, X7, X6
+	VADDSS       X6, X8, X8
+	VPERMILPS    $0xff, X7, X6
+	VADDSS       X6, X8, X8
+	VMOVSS       X8, 132(SP)
+	VMOVDQU      8(CX)(DX*2), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX)(DX*2), Y7
+	VPSIGNB      32(SP), Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      88(CX)(DX*2), Y8
+	VPSIGNB      64(SP), Y8, Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VMOVDQU      128(CX)(DX*2), Y9
+	VPSIGNB      96(SP), Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y9, Y8, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X6
+	VMOVSS       (CX)(DX*2), X7
+	VINSERTPS    $0x10, 40(CX)(DX*2), X7, X7
+	VINSERTPS    $0x20, 80(CX)(DX*2), X7, X7
+	VINSERTPS    $0x30, 120(CX)(DX*2), X7, X7
+	VMULPS       X7, X3, X7
+	VMOVSS       136(SP), X8
+	VMULPS       X6, X7, X7
+	VADDSS       X7, X8, X8
+	VMOVSHDUP    X7, X6
+	VADDSS       X6, X8, X8
+	VMOVHLPS     X7, X7, X6
+	VADDSS       X6, X8, X8
+	VPERMILPS    $0xff, X7, X6
+	VADDSS       X6, X8, X8
+	VMOVSS       X8, 136(SP)
+	VMOVDQU      8(SI), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(SI), Y1
+	VPSIGNB      32(SP), Y1, Y1
+	VPMADDUBSW   Y1, Y2, Y1
+	VPMADDWD     Y0, Y1, Y1
+	VMOVDQU      88(SI), Y2
+	VPSIGNB      64(SP), Y2, Y2
+	VPMADDUBSW   Y2, Y4, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VMOVDQU      128(SI), Y4
+	VPSIGNB      96(SP), Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPHADDD      Y1, Y6, Y1
+	VPHADDD      Y4, Y2, Y2
+	VPHADDD      Y2, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X2
+	VPADDD       X1, X2, X2
+	VCVTDQ2PS    X2, X1
+	VMOVSS       (SI), X2
+	VINSERTPS    $0x10, 40(SI), X2, X2
+	VINSERTPS    $0x20, 80(SI), X2, X2
+	VINSERTPS    $0x30, 120(SI), X2, X2
+	VMULPS       X2, X3, X2
+	VMOVSS       140(SP), X3
+	VMULPS       X1, X2, X2
+	VADDSS       X2, X3, X3
+	VMOVSHDUP    X2, X1
+	VADDSS       X1, X3, X3
+	VMOVHLPS     X2, X2, X1
+	VADDSS       X1, X3, X3
+	VPERMILPS    $0xff, X2, X1
+	VADDSS       X1, X3, X3
+	VMOVSS       X3, 140(SP)
+	ADDQ         $0x00000058, AX
+	ADDQ         $0x000000a0, CX
+	ADDQ         $0x000000a0, SI
+	SUBQ         $0x04, BX
+	JMP          quad
+
+one:
+	TESTQ        BX, BX
+	JZ           done
+	VMOVDQU      nibbleMask<>+0(SB), Y1
+	VMOVDQU      6(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPBROADCASTD 2(AX), Y1
+	VPSHUFB      q5Spread<>+0(SB), Y1, Y1
+	VPAND        q5Bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q5Bits<>+0(SB), Y1, Y1
+	VPAND        bit4Mask<>+0(SB), Y1, Y1
+	VPOR         Y1, Y2, Y2
+	VPSUBB       sixteens<>+0(SB), Y2, Y2
+	VPABSB       Y2, Y1
+	VMOVDQU      Y2, (SP)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VMOVDQU      8(CX), Y2
+	VPSIGNB      (SP), Y2, Y2
+	VPMADDUBSW   Y2, Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VPADDD       X2, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X2
+	VMULSS       (CX), X3, X4
+	VMOVSS       128(SP), X5
+	VMULSS       X2, X4, X4
+	VADDSS       X4, X5, X5
+	VMOVSS       X5, 128(SP)
+	VMOVDQU      8(CX)(DX*1), Y2
+	VPSIGNB      (SP), Y2, Y2
+	VPMADDUBSW   Y2, Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VPADDD       X2, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X2
+	VMULSS       (CX)(DX*1), X3, X4
+	VMOVSS       132(SP), X5
+	VMULSS       X2, X4, X4
+	VADDSS       X4, X5, X5
+	VMOVSS       X5, 132(SP)
+	VMOVDQU      8(CX)(DX*2), Y2
+	VPSIGNB      (SP), Y2, Y2
+	VPMADDUBSW   Y2, Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VPADDD       X2, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X2
+	VMULSS       (CX)(DX*2), X3, X4
+	VMOVSS       136(SP), X5
+	VMULSS       X2, X4, X4
+	VADDSS       X4, X5, X5
+	VMOVSS       X5, 136(SP)
+	VMOVDQU      8(SI), Y2
+	VPSIGNB      (SP), Y2, Y2
+	VPMADDUBSW   Y2, Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X1
+	VPADDD       X2, X1, X1
+	VPHADDD      X1, X1, X1
+	VPHADDD      X1, X1, X1
+	VCVTDQ2PS    X1, X1
+	VMULSS       (SI), X3, X2
+	VMOVSS       140(SP), X3
+	VMULSS       X1, X2, X2
+	VADDSS       X2, X3, X3
+	VMOVSS       X3, 140(SP)
+	ADDQ         $0x16, AX
+	ADDQ         $0x28, CX
+	ADDQ         $0x28, SI
+	DECQ         BX
+	JMP          one
+
+done:
+	MOVQ   out+32(FP), AX
+	MOVQ   os+40(FP), CX
+	VMOVSS 128(SP), X0
+	VMOVSS X0, (AX)
+	ADDQ   CX, AX
+	VMOVSS 132(SP), X0
+	VMOVSS X0, (AX)
+	ADDQ   CX, AX
+	VMOVSS 136(SP), X0
+	VMOVSS X0, (AX)
+	ADDQ   CX, AX
+	VMOVSS 140(SP), X0
+	VMOVSS X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ8_0AVX2t2(x *byte, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ8_0AVX2t2(SB), NOSPLIT, $136-48
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    ys+16(FP), DX
+	MOVQ    nb+24(FP), BX
+	LEAQ    (CX)(DX*2), SI
+	ADDQ    DX, SI
+	VXORPS  X0, X0, X0
+	VMOVSS  X0, 128(SP)
+	VMOVSS  X0, 132(SP)
+	VMOVDQU ones16<>+0(SB), Y0
+
+quad:
+	CMPQ         BX, $0x04
+	JL           one
+	VMOVDQU      2(AX), Y2
+	VPABSB       Y2, Y1
+	VMOVDQU      Y2, (SP)
+	VMOVDQU      36(AX), Y3
+	VPABSB       Y3, Y2
+	VMOVDQU      Y3, 32(SP)
+	VMOVDQU      70(AX), Y4
+	VPABSB       Y4, Y3
+	VMOVDQU      Y4, 64(SP)
+	VMOVDQU      104(AX), Y5
+	VPABSB       Y5, Y4
+	VMOVDQU      Y5, 96(SP)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X5
+	MOVWLZX      34(AX), DI
+	VPINSRW      $0x01, DI, X5, X5
+	MOVWLZX      68(AX), DI
+	VPINSRW      $0x02, DI, X5, X5
+	MOVWLZX      102(AX), DI
+	VPINSRW      $0x03, DI, X5, X5
+	VCVTPH2PS    X5, X5
+	VMOVDQU      8(CX), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX), Y7
+	VPSIGNB      32(SP), Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      88(CX), Y8
+	VPSIGNB      64(SP), Y8, Y8
+	VPMADDUBSW   Y8, Y3, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VMOVDQU      128(CX), Y9
+	VPSIGNB      96(SP), Y9, Y9
+	VPMADDUBSW   Y9, Y4, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y9, Y8, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X6
+	VMOVSS       (CX), X7
+	VINSERTPS    $0x10, 40(CX), X7, X7
+	VINSERTPS    $0x20, 80(CX), X7, X7
+	VINSERTPS    $0x30, 120(CX), X7, X7
+	VMULPS       X7, X5, X7
+	VMOVSS       128(SP), X8
+	VMULPS       X6, X7, X7
+	VADDSS       X7, X8, X8
+	VMOVSHDUP    X7, X6
+	VADDSS       X6, X8, X8
+	VMOVHLPS     X7, X7, X6
+	VADDSS       X6, X8, X8
+	VPERMILPS    $0xff, X7, X6
+	VADDSS       X6, X8, X8
+	VMOVSS       X8, 128(SP)
+	VMOVDQU      8(CX)(DX*1), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX)(DX*1), Y1
+	VPSIGNB      32(SP), Y1, Y1
+	VPMADDUBSW   Y1, Y2, Y1
+	VPMADDWD     Y0, Y1, Y1
+	VMOVDQU      88(CX)(DX*1), Y2
+	VPSIGNB      64(SP), Y2, Y2
+	VPMADDUBSW   Y2, Y3, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VMOVDQU      128(CX)(DX*1), Y3
+	VPSIGNB      96(SP), Y3, Y3
+	VPMADDUBSW   Y3, Y4, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VPHADDD      Y1, Y6, Y1
+	VPHADDD      Y3, Y2, Y2
+	VPHADDD      Y2, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X2
+	VPADDD       X1, X2, X2
+	VCVTDQ2PS    X2, X1
+	VMOVSS       (CX)(DX*1), X2
+	VINSERTPS    $0x10, 40(CX)(DX*1), X2, X2
+	VINSERTPS    $0x20, 80(CX)(DX*1), X2, X2
+	VINSERTPS    $0x30, 120(CX)(DX*1), X2, X2
+	VMULPS       X2, X5, X2
+	VMOVSS       132(SP), X3
+	VMULPS       X1, X2, X2
+	VADDSS       X2, X3, X3
+	VMOVSHDUP    X2, X1
+	VADDSS       X1, X3, X3
+	VMOVHLPS     X2, X2, X1
+	VADDSS       X1, X3, X3
+	VPERMILPS    $0xff, X2, X1
+	VADDSS       X1, X3, X3
+	VMOVSS       X3, 132(SP)
+	ADDQ         $0x00000088, AX
+	ADDQ         $0x000000a0, CX
+	ADDQ         $0x000000a0, SI
+	SUBQ         $0x04, BX
+	JMP          quad
+
+one:
+	TESTQ        BX, BX
+	JZ           done
+	VMOVDQU      2(AX), Y2
+	VPABSB       Y2, Y1
+	VMOVDQU      Y2, (SP)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X2
+	VCVTPH2PS    X2, X2
+	VMOVDQU      8(CX), Y3
+	VPSIGNB      (SP), Y3, Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X3, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X3
+	VMULSS       (CX), X2, X4
+	VMOVSS       128(SP), X5
+	VMULSS       X3, X4, X4
+	VADDSS       X4, X5, X5
+	VMOVSS       X5, 128(SP)
+	VMOVDQU      8(CX)(DX*1), Y3
+	VPSIGNB      (SP), Y3, Y3
+	VPMADDUBSW   Y3, Y1, Y3
+	VPMADDWD     Y0, Y3, Y3
+	VEXTRACTI128 $0x01, Y3, X1
+	VPADDD       X3, X1, X1
+	VPHADDD      X1, X1, X1
+	VPHADDD      X1, X1, X1
+	VCVTDQ2PS    X1, X1
+	VMULSS       (CX)(DX*1), X2, X2
+	VMOVSS       132(SP), X3
+	VMULSS       X1, X2, X2
+	VADDSS       X2, X3, X3
+	VMOVSS       X3, 132(SP)
+	ADDQ         $0x22, AX
+	ADDQ         $0x28, CX
+	ADDQ         $0x28, SI
+	DECQ         BX
+	JMP          one
+
+done:
+	MOVQ   out+32(FP), AX
+	MOVQ   os+40(FP), CX
+	VMOVSS 128(SP), X0
+	VMOVSS X0, (AX)
+	ADDQ   CX, AX
+	VMOVSS 132(SP), X0
+	VMOVSS X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0AVX2t2(x *byte, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_0AVX2t2(SB), NOSPLIT, $136-48
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    ys+16(FP), DX
+	MOVQ    nb+24(FP), BX
+	LEAQ    (CX)(DX*2), SI
+	ADDQ    DX, SI
+	VXORPS  X0, X0, X0
+	VMOVSS  X0, 128(SP)
+	VMOVSS  X0, 132(SP)
+	VMOVDQU ones16<>+0(SB), Y0
+
+quad:
+	CMPQ         BX, $0x04
+	JL           one
+	VMOVDQU      nibbleMask<>+0(SB), Y1
+	VMOVDQU      2(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPSUBB       eights<>+0(SB), Y2, Y2
+	VPABSB       Y2, Y1
+	VMOVDQU      Y2, (SP)
+	VMOVDQU      nibbleMask<>+0(SB), Y2
+	VMOVDQU      20(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPAND        Y2, Y4, Y4
+	VPSUBB       eights<>+0(SB), Y4, Y4
+	VPABSB       Y4, Y2
+	VMOVDQU      Y4, 32(SP)
+	VMOVDQU      nibbleMask<>+0(SB), Y4
+	VMOVDQU      38(AX), X3
+	VPSRLW       $0x04, X3, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VPAND        Y4, Y5, Y5
+	VPSUBB       eights<>+0(SB), Y5, Y5
+	VPABSB       Y5, Y4
+	VMOVDQU      Y5, 64(SP)
+	VMOVDQU      nibbleMask<>+0(SB), Y5
+	VMOVDQU      56(AX), X3
+	VPSRLW       $0x04, X3, X6
+	VINSERTI128  $0x01, X6, Y3, Y6
+	VPAND        Y5, Y6, Y6
+	VPSUBB       eights<>+0(SB), Y6, Y6
+	VPABSB       Y6, Y5
+	VMOVDQU      Y6, 96(SP)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
+	MOVWLZX      18(AX), DI
+	VPINSRW      $0x01, DI, X3, X3
+	MOVWLZX      36(AX), DI
+	VPINSRW      $0x02, DI, X3, X3
+	MOVWLZX      54(AX), DI
+	VPINSRW      $0x03, DI, X3, X3
+	VCVTPH2PS    X3, X3
+	VMOVDQU      8(CX), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX), Y7
+	VPSIGNB      32(SP), Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      88(CX), Y8
+	VPSIGNB      64(SP), Y8, Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VMOVDQU      128(CX), Y9
+	VPSIGNB      96(SP), Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y9, Y8, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X6
+	VMOVSS       (CX), X7
+	VINSERTPS    $0x10, 40(CX), X7, X7
+	VINSERTPS    $0x20, 80(CX), X7, X7
+	VINSERTPS    $0x30, 120(CX), X7, X7
+	VMULPS       X7, X3, X7
+	VMOVSS       128(SP), X8
+	VFMADD231SS  X6, X7, X8
+	VMOVSHDUP    X6, X9
+	VMOVSHDUP    X7, X10
+	VFMADD231SS  X9, X10, X8
+	VMOVHLPS     X6, X6, X9
+	VMOVHLPS     X7, X7, X10
+	VFMADD231SS  X9, X10, X8
+	VPERMILPS    $0xff, X6, X9
+	VPERMILPS    $0xff, X7, X10
+	VFMADD231SS  X9, X10, X8
+	VMOVSS       X8, 128(SP)
+	VMOVDQU      8(CX)(DX*1), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX)(DX*1), Y1
+	VPSIGNB      32(SP), Y1, Y1
+	VPMADDUBSW   Y1, Y2, Y1
+	VPMADDWD     Y0, Y1, Y1
+	VMOVDQU      88(CX)(DX*1), Y2
+	VPSIGNB      64(SP), Y2, Y2
+	VPMADDUBSW   Y2, Y4, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VMOVDQU      128(CX)(DX*1), Y4
+	VPSIGNB      96(SP), Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPHADDD      Y1, Y6, Y1
+	VPHADDD      Y4, Y2, Y2
+	VPHADDD      Y2, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X2
+	VPADDD       X1, X2, X2
+	VCVTDQ2PS    X2, X1
+	VMOVSS       (CX)(DX*1), X2
+	VINSERTPS    $0x10, 40(CX)(DX*1), X2, X2
+	VINSERTPS    $0x20, 80(CX)(DX*1), X2, X2
+	VINSERTPS    $0x30, 120(CX)(DX*1), X2, X2
+	VMULPS       X2, X3, X2
+	VMOVSS       132(SP), X3
+	VFMADD231SS  X1, X2, X3
+	VMOVSHDUP    X1, X4
+	VMOVSHDUP    X2, X5
+	VFMADD231SS  X4, X5, X3
+	VMOVHLPS     X1, X1, X4
+	VMOVHLPS     X2, X2, X5
+	VFMADD231SS  X4, X5, X3
+	VPERMILPS    $0xff, X1, X4
+	VPERMILPS    $0xff, X2, X5
+	VFMADD231SS  X4, X5, X3
+	VMOVSS       X3, 132(SP)
+	ADDQ         $0x00000048, AX
+	ADDQ         $0x000000a0, CX
+	ADDQ         $0x000000a0, SI
+	SUBQ         $0x04, BX
+	JMP          quad
+
+one:
+	TESTQ        BX, BX
+	JZ           done
+	VMOVDQU      nibbleMask<>+0(SB), Y1
+	VMOVDQU      2(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPSUBB       eights<>+0(SB), Y2, Y2
+	VPABSB       Y2, Y1
+	VMOVDQU      Y2, (SP)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VMOVDQU      8(CX), Y2
+	VPSIGNB      (SP), Y2, Y2
+	VPMADDUBSW   Y2, Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VPADDD       X2, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X2
+	VMULSS       (CX), X3, X4
+	VMOVSS       128(SP), X5
+	VFMADD231SS  X2, X4, X5
+	VMOVSS       X5, 128(SP)
+	VMOVDQU      8(CX)(DX*1), Y2
+	VPSIGNB      (SP), Y2, Y2
+	VPMADDUBSW   Y2, Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X1
+	VPADDD       X2, X1, X1
+	VPHADDD      X1, X1, X1
+	VPHADDD      X1, X1, X1
+	VCVTDQ2PS    X1, X1
+	VMULSS       (CX)(DX*1), X3, X2
+	VMOVSS       132(SP), X3
+	VFMADD231SS  X1, X2, X3
+	VMOVSS       X3, 132(SP)
+	ADDQ         $0x12, AX
+	ADDQ         $0x28, CX
+	ADDQ         $0x28, SI
+	DECQ         BX
+	JMP          one
+
+done:
+	MOVQ   out+32(FP), AX
+	MOVQ   os+40(FP), CX
+	VMOVSS 128(SP), X0
+	VMOVSS X0, (AX)
+	ADDQ   CX, AX
+	VMOVSS 132(SP), X0
+	VMOVSS X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_0AVX2t2(x *byte, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ5_0AVX2t2(SB), NOSPLIT, $136-48
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    ys+16(FP), DX
+	MOVQ    nb+24(FP), BX
+	LEAQ    (CX)(DX*2), SI
+	ADDQ    DX, SI
+	VXORPS  X0, X0, X0
+	VMOVSS  X0, 128(SP)
+	VMOVSS  X0, 132(SP)
+	VMOVDQU ones16<>+0(SB), Y0
+
+quad:
+	CMPQ         BX, $0x04
+	JL           one
+	VMOVDQU      nibbleMask<>+0(SB), Y1
+	VMOVDQU      6(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPBROADCASTD 2(AX), Y1
+	VPSHUFB      q5Spread<>+0(SB), Y1, Y1
+	VPAND        q5Bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q5Bits<>+0(SB), Y1, Y1
+	VPAND        bit4Mask<>+0(SB), Y1, Y1
+	VPOR         Y1, Y2, Y2
+	VPSUBB       sixteens<>+0(SB), Y2, Y2
+	VPABSB       Y2, Y1
+	VMOVDQU      Y2, (SP)
+	VMOVDQU      nibbleMask<>+0(SB), Y2
+	VMOVDQU      28(AX), X3
+	VPSRLW       $0x04, X3, X4
+	VINSERTI128  $0x01, X4, Y3, Y4
+	VPAND        Y2, Y4, Y4
+	VPBROADCASTD 24(AX), Y2
+	VPSHUFB      q5Spread<>+0(SB), Y2, Y2
+	VPAND        q5Bits<>+0(SB), Y2, Y2
+	VPCMPEQB     q5Bits<>+0(SB), Y2, Y2
+	VPAND        bit4Mask<>+0(SB), Y2, Y2
+	VPOR         Y2, Y4, Y4
+	VPSUBB       sixteens<>+0(SB), Y4, Y4
+	VPABSB       Y4, Y2
+	VMOVDQU      Y4, 32(SP)
+	VMOVDQU      nibbleMask<>+0(SB), Y4
+	VMOVDQU      50(AX), X3
+	VPSRLW       $0x04, X3, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VPAND        Y4, Y5, Y5
+	VPBROADCASTD 46(AX), Y4
+	VPSHUFB      q5Spread<>+0(SB), Y4, Y4
+	VPAND        q5Bits<>+0(SB), Y4, Y4
+	VPCMPEQB     q5Bits<>+0(SB), Y4, Y4
+	VPAND        bit4Mask<>+0(SB), Y4, Y4
+	VPOR         Y4, Y5, Y5
+	VPSUBB       sixteens<>+0(SB), Y5, Y5
+	VPABSB       Y5, Y4
+	VMOVDQU      Y5, 64(SP)
+	VMOVDQU      nibbleMask<>+0(SB), Y5
+	VMOVDQU      72(AX), X3
+	VPSRLW       $0x04, X3, X6
+	VINSERTI128  $0x01, X6, Y3, Y6
+	VPAND        Y5, Y6, Y6
+	VPBROADCASTD 68(AX), Y5
+	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
+	VPAND        q5Bits<>+0(SB), Y5, Y5
+	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPAND        bit4Mask<>+0(SB), Y5, Y5
+	VPOR         Y5, Y6, Y6
+	VPSUBB       sixteens<>+0(SB), Y6, Y6
+	VPABSB       Y6, Y5
+	VMOVDQU      Y6, 96(SP)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
+	MOVWLZX      22(AX), DI
+	VPINSRW      $0x01, DI, X3, X3
+	MOVWLZX      44(AX), DI
+	VPINSRW      $0x02, DI, X3, X3
+	MOVWLZX      66(AX), DI
+	VPINSRW      $0x03, DI, X3, X3
+	VCVTPH2PS    X3, X3
+	VMOVDQU      8(CX), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX), Y7
+	VPSIGNB      32(SP), Y7, Y7
+	VPMADDUBSW   Y7, Y2, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      88(CX), Y8
+	VPSIGNB      64(SP), Y8, Y8
+	VPMADDUBSW   Y8, Y4, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VMOVDQU      128(CX), Y9
+	VPSIGNB      96(SP), Y9, Y9
+	VPMADDUBSW   Y9, Y5, Y9
+	VPMADDWD     Y0, Y9, Y9
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y9, Y8, Y7
+	VPHADDD      Y7, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X7
+	VPADDD       X6, X7, X7
+	VCVTDQ2PS    X7, X6
+	VMOVSS       (CX), X7
+	VINSERTPS    $0x10, 40(CX), X7, X7
+	VINSERTPS    $0x20, 80(CX), X7, X7
+	VINSERTPS    $0x30, 120(CX), X7, X7
+	VMULPS       X7, X3, X7
+	VMOVSS       128(SP), X8
+	VMULPS       X6, X7, X7
+	VADDSS       X7, X8, X8
+	VMOVSHDUP    X7, X6
+	VADDSS       X6, X8, X8
+	VMOVHLPS     X7, X7, X6
+	VADDSS       X6, X8, X8
+	VPERMILPS    $0xff, X7, X6
+	VADDSS       X6, X8, X8
+	VMOVSS       X8, 128(SP)
+	VMOVDQU      8(CX)(DX*1), Y6
+	VPSIGNB      (SP), Y6, Y6
+	VPMADDUBSW   Y6, Y1, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      48(CX)(DX*1), Y1
+	VPSIGNB      32(SP), Y1, Y1
+	VPMADDUBSW   Y1, Y2, Y1
+	VPMADDWD     Y0, Y1, Y1
+	VMOVDQU      88(CX)(DX*1), Y2
+	VPSIGNB      64(SP), Y2, Y2
+	VPMADDUBSW   Y2, Y4, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VMOVDQU      128(CX)(DX*1), Y4
+	VPSIGNB      96(SP), Y4, Y4
+	VPMADDUBSW   Y4, Y5, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPHADDD      Y1, Y6, Y1
+	VPHADDD      Y4, Y2, Y2
+	VPHADDD      Y2, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X2
+	VPADDD       X1, X2, X2
+	VCVTDQ2PS    X2, X1
+	VMOVSS       (CX)(DX*1), X2
+	VINSERTPS    $0x10, 40(CX)(DX*1), X2, X2
+	VINSERTPS    $0x20, 80(CX)(DX*1), X2, X2
+	VINSERTPS    $0x30, 120(CX)(DX*1), X2, X2
+	VMULPS       X2, X3, X2
+	VMOVSS       132(SP), X3
+	VMULPS       X1, X2, X2
+	VADDSS       X2, X3, X3
+	VMOVSHDUP    X2, X1
+	VADDSS       X1, X3, X3
+	VMOVHLPS     X2, X2, X1
+	VADDSS       X1, X3, X3
+	VPERMILPS    $0xff, X2, X1
+	VADDSS       X1, X3, X3
+	VMOVSS       X3, 132(SP)
+	ADDQ         $0x00000058, AX
+	ADDQ         $0x000000a0, CX
+	ADDQ         $0x000000a0, SI
+	SUBQ         $0x04, BX
+	JMP          quad
+
+one:
+	TESTQ        BX, BX
+	JZ           done
+	VMOVDQU      nibbleMask<>+0(SB), Y1
+	VMOVDQU      6(AX), X3
+	VPSRLW       $0x04, X3, X2
+	VINSERTI128  $0x01, X2, Y3, Y2
+	VPAND        Y1, Y2, Y2
+	VPBROADCASTD 2(AX), Y1
+	VPSHUFB      q5Spread<>+0(SB), Y1, Y1
+	VPAND        q5Bits<>+0(SB), Y1, Y1
+	VPCMPEQB     q5Bits<>+0(SB), Y1, Y1
+	VPAND        bit4Mask<>+0(SB), Y1, Y1
+	VPOR         Y1, Y2, Y2
+	VPSUBB       sixteens<>+0(SB), Y2, Y2
+	VPABSB       Y2, Y1
+	VMOVDQU      Y2, (SP)
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X3
+	VCVTPH2PS    X3, X3
+	VMOVDQU      8(CX), Y2
+	VPSIGNB      (SP), Y2, Y2
+	VPMADDUBSW   Y2, Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X4
+	VPADDD       X2, X4, X4
+	VPHADDD      X4, X4, X4
+	VPHADDD      X4, X4, X4
+	VCVTDQ2PS    X4, X2
+	VMULSS       (CX), X3, X4
+	VMOVSS       128(SP), X5
+	VMULSS       X2, X4, X4
+	VADDSS       X4, X5, X5
+	VMOVSS       X5, 128(SP)
+	VMOVDQU      8(CX)(DX*1), Y2
+	VPSIGNB      (SP), Y2, Y2
+	VPMADDUBSW   Y2, Y1, Y2
+	VPMADDWD     Y0, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X1
+	VPADDD       X2, X1, X1
+	VPHADDD      X1, X1, X1
+	VPHADDD      X1, X1, X1
+	VCVTDQ2PS    X1, X1
+	VMULSS       (CX)(DX*1), X3, X2
+	VMOVSS       132(SP), X3
+	VMULSS       X1, X2, X2
+	VADDSS       X2, X3, X3
+	VMOVSS       X3, 132(SP)
+	ADDQ         $0x16, AX
+	ADDQ         $0x28, CX
+	ADDQ         $0x28, SI
+	DECQ         BX
+	JMP          one
+
+done:
+	MOVQ   out+32(FP), AX
+	MOVQ   os+40(FP), CX
+	VMOVSS 128(SP), X0
+	VMOVSS X0, (AX)
+	ADDQ   CX, AX
+	VMOVSS 132(SP), X0
+	VMOVSS X0, (AX)
+	VZEROUPPER
+	RET
+
 // func dotIQ4_NLAVX2(x *byte, y *byte, n int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotIQ4_NLAVX2(SB), NOSPLIT, $0-28
@@ -39445,6 +40973,548 @@ hiloop:
 	VFMADD231PS 224(CX), Y10, Y5
 	VFMADD231PS 224(CX)(DX*1), Y10, Y9
 	ADDQ        $0x00000100, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, BX
+	JMP         hiloop
+
+hitail:
+	VADDPS       Y2, Y1, Y1
+	VADDPS       Y5, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y8, Y6, Y6
+	MOVQ         out+32(FP), AX
+	MOVQ         os+40(FP), CX
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VADDPS       Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotF16AVX2t3(x *byte, y *float32, ys int, n int, out *float32, os int)
+// Requires: AVX, F16C, FMA3
+TEXT ·dotF16AVX2t3(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   ys+16(FP), DX
+	MOVQ   n+24(FP), BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+loloop:
+	CMPQ        BX, $0x40
+	JL          lotail
+	VCVTPH2PS   (AX), Y12
+	VFMADD231PS (CX), Y12, Y0
+	VFMADD231PS (CX)(DX*1), Y12, Y4
+	VFMADD231PS (CX)(DX*2), Y12, Y8
+	VCVTPH2PS   16(AX), Y12
+	VFMADD231PS 32(CX), Y12, Y1
+	VFMADD231PS 32(CX)(DX*1), Y12, Y5
+	VFMADD231PS 32(CX)(DX*2), Y12, Y9
+	VCVTPH2PS   32(AX), Y12
+	VFMADD231PS 64(CX), Y12, Y2
+	VFMADD231PS 64(CX)(DX*1), Y12, Y6
+	VFMADD231PS 64(CX)(DX*2), Y12, Y10
+	VCVTPH2PS   48(AX), Y12
+	VFMADD231PS 96(CX), Y12, Y3
+	VFMADD231PS 96(CX)(DX*1), Y12, Y7
+	VFMADD231PS 96(CX)(DX*2), Y12, Y11
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, BX
+	JMP         loloop
+
+lotail:
+	CMPQ        BX, $0x08
+	JL          losum
+	VCVTPH2PS   (AX), Y12
+	VFMADD231PS (CX), Y12, Y0
+	VFMADD231PS (CX)(DX*1), Y12, Y4
+	VFMADD231PS (CX)(DX*2), Y12, Y8
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x00000020, CX
+	SUBQ        $0x08, BX
+	JMP         lotail
+
+losum:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VADDPS Y5, Y4, Y4
+	VADDPS Y7, Y6, Y6
+	VADDPS Y6, Y4, Y4
+	VADDPS Y9, Y8, Y8
+	VADDPS Y11, Y10, Y10
+	VADDPS Y10, Y8, Y8
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+24(FP), BX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+
+hiloop:
+	CMPQ        BX, $0x40
+	JL          hitail
+	VCVTPH2PS   64(AX), Y15
+	VFMADD231PS 128(CX), Y15, Y1
+	VFMADD231PS 128(CX)(DX*1), Y15, Y6
+	VFMADD231PS 128(CX)(DX*2), Y15, Y11
+	VCVTPH2PS   80(AX), Y15
+	VFMADD231PS 160(CX), Y15, Y2
+	VFMADD231PS 160(CX)(DX*1), Y15, Y7
+	VFMADD231PS 160(CX)(DX*2), Y15, Y12
+	VCVTPH2PS   96(AX), Y15
+	VFMADD231PS 192(CX), Y15, Y3
+	VFMADD231PS 192(CX)(DX*1), Y15, Y9
+	VFMADD231PS 192(CX)(DX*2), Y15, Y13
+	VCVTPH2PS   112(AX), Y15
+	VFMADD231PS 224(CX), Y15, Y5
+	VFMADD231PS 224(CX)(DX*1), Y15, Y10
+	VFMADD231PS 224(CX)(DX*2), Y15, Y14
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, BX
+	JMP         hiloop
+
+hitail:
+	VADDPS       Y2, Y1, Y1
+	VADDPS       Y5, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y6, Y6
+	VADDPS       Y12, Y11, Y11
+	VADDPS       Y14, Y13, Y13
+	VADDPS       Y13, Y11, Y11
+	MOVQ         out+32(FP), AX
+	MOVQ         os+40(FP), CX
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VADDPS       Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VADDPS       Y11, Y8, Y8
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotBF16AVX2t3(x *byte, y *float32, ys int, n int, out *float32, os int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·dotBF16AVX2t3(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   ys+16(FP), DX
+	MOVQ   n+24(FP), BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+loloop:
+	CMPQ        BX, $0x40
+	JL          lotail
+	VPMOVZXWD   (AX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS (CX), Y12, Y0
+	VFMADD231PS (CX)(DX*1), Y12, Y4
+	VFMADD231PS (CX)(DX*2), Y12, Y8
+	VPMOVZXWD   16(AX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS 32(CX), Y12, Y1
+	VFMADD231PS 32(CX)(DX*1), Y12, Y5
+	VFMADD231PS 32(CX)(DX*2), Y12, Y9
+	VPMOVZXWD   32(AX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS 64(CX), Y12, Y2
+	VFMADD231PS 64(CX)(DX*1), Y12, Y6
+	VFMADD231PS 64(CX)(DX*2), Y12, Y10
+	VPMOVZXWD   48(AX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS 96(CX), Y12, Y3
+	VFMADD231PS 96(CX)(DX*1), Y12, Y7
+	VFMADD231PS 96(CX)(DX*2), Y12, Y11
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, BX
+	JMP         loloop
+
+lotail:
+	CMPQ        BX, $0x08
+	JL          losum
+	VPMOVZXWD   (AX), Y12
+	VPSLLD      $0x10, Y12, Y12
+	VFMADD231PS (CX), Y12, Y0
+	VFMADD231PS (CX)(DX*1), Y12, Y4
+	VFMADD231PS (CX)(DX*2), Y12, Y8
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x00000020, CX
+	SUBQ        $0x08, BX
+	JMP         lotail
+
+losum:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VADDPS Y5, Y4, Y4
+	VADDPS Y7, Y6, Y6
+	VADDPS Y6, Y4, Y4
+	VADDPS Y9, Y8, Y8
+	VADDPS Y11, Y10, Y10
+	VADDPS Y10, Y8, Y8
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+24(FP), BX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+
+hiloop:
+	CMPQ        BX, $0x40
+	JL          hitail
+	VPMOVZXWD   64(AX), Y15
+	VPSLLD      $0x10, Y15, Y15
+	VFMADD231PS 128(CX), Y15, Y1
+	VFMADD231PS 128(CX)(DX*1), Y15, Y6
+	VFMADD231PS 128(CX)(DX*2), Y15, Y11
+	VPMOVZXWD   80(AX), Y15
+	VPSLLD      $0x10, Y15, Y15
+	VFMADD231PS 160(CX), Y15, Y2
+	VFMADD231PS 160(CX)(DX*1), Y15, Y7
+	VFMADD231PS 160(CX)(DX*2), Y15, Y12
+	VPMOVZXWD   96(AX), Y15
+	VPSLLD      $0x10, Y15, Y15
+	VFMADD231PS 192(CX), Y15, Y3
+	VFMADD231PS 192(CX)(DX*1), Y15, Y9
+	VFMADD231PS 192(CX)(DX*2), Y15, Y13
+	VPMOVZXWD   112(AX), Y15
+	VPSLLD      $0x10, Y15, Y15
+	VFMADD231PS 224(CX), Y15, Y5
+	VFMADD231PS 224(CX)(DX*1), Y15, Y10
+	VFMADD231PS 224(CX)(DX*2), Y15, Y14
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, BX
+	JMP         hiloop
+
+hitail:
+	VADDPS       Y2, Y1, Y1
+	VADDPS       Y5, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y10, Y9, Y9
+	VADDPS       Y9, Y6, Y6
+	VADDPS       Y12, Y11, Y11
+	VADDPS       Y14, Y13, Y13
+	VADDPS       Y13, Y11, Y11
+	MOVQ         out+32(FP), AX
+	MOVQ         os+40(FP), CX
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VADDPS       Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VADDPS       Y11, Y8, Y8
+	VEXTRACTF128 $0x01, Y8, X0
+	VADDPS       X0, X8, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotF16AVX2t2(x *byte, y *float32, ys int, n int, out *float32, os int)
+// Requires: AVX, F16C, FMA3
+TEXT ·dotF16AVX2t2(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   ys+16(FP), DX
+	MOVQ   n+24(FP), BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+loloop:
+	CMPQ        BX, $0x40
+	JL          lotail
+	VCVTPH2PS   (AX), Y8
+	VFMADD231PS (CX), Y8, Y0
+	VFMADD231PS (CX)(DX*1), Y8, Y4
+	VCVTPH2PS   16(AX), Y8
+	VFMADD231PS 32(CX), Y8, Y1
+	VFMADD231PS 32(CX)(DX*1), Y8, Y5
+	VCVTPH2PS   32(AX), Y8
+	VFMADD231PS 64(CX), Y8, Y2
+	VFMADD231PS 64(CX)(DX*1), Y8, Y6
+	VCVTPH2PS   48(AX), Y8
+	VFMADD231PS 96(CX), Y8, Y3
+	VFMADD231PS 96(CX)(DX*1), Y8, Y7
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, BX
+	JMP         loloop
+
+lotail:
+	CMPQ        BX, $0x08
+	JL          losum
+	VCVTPH2PS   (AX), Y8
+	VFMADD231PS (CX), Y8, Y0
+	VFMADD231PS (CX)(DX*1), Y8, Y4
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x00000020, CX
+	SUBQ        $0x08, BX
+	JMP         lotail
+
+losum:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VADDPS Y5, Y4, Y4
+	VADDPS Y7, Y6, Y6
+	VADDPS Y6, Y4, Y4
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+24(FP), BX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+
+hiloop:
+	CMPQ        BX, $0x40
+	JL          hitail
+	VCVTPH2PS   64(AX), Y10
+	VFMADD231PS 128(CX), Y10, Y1
+	VFMADD231PS 128(CX)(DX*1), Y10, Y6
+	VCVTPH2PS   80(AX), Y10
+	VFMADD231PS 160(CX), Y10, Y2
+	VFMADD231PS 160(CX)(DX*1), Y10, Y7
+	VCVTPH2PS   96(AX), Y10
+	VFMADD231PS 192(CX), Y10, Y3
+	VFMADD231PS 192(CX)(DX*1), Y10, Y8
+	VCVTPH2PS   112(AX), Y10
+	VFMADD231PS 224(CX), Y10, Y5
+	VFMADD231PS 224(CX)(DX*1), Y10, Y9
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, BX
+	JMP         hiloop
+
+hitail:
+	VADDPS       Y2, Y1, Y1
+	VADDPS       Y5, Y3, Y3
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y7, Y6, Y6
+	VADDPS       Y9, Y8, Y8
+	VADDPS       Y8, Y6, Y6
+	MOVQ         out+32(FP), AX
+	MOVQ         os+40(FP), CX
+	VADDPS       Y1, Y0, Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VADDPS       Y6, Y4, Y4
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotBF16AVX2t2(x *byte, y *float32, ys int, n int, out *float32, os int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·dotBF16AVX2t2(SB), NOSPLIT, $0-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   ys+16(FP), DX
+	MOVQ   n+24(FP), BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+
+loloop:
+	CMPQ        BX, $0x40
+	JL          lotail
+	VPMOVZXWD   (AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (CX), Y8, Y0
+	VFMADD231PS (CX)(DX*1), Y8, Y4
+	VPMOVZXWD   16(AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 32(CX), Y8, Y1
+	VFMADD231PS 32(CX)(DX*1), Y8, Y5
+	VPMOVZXWD   32(AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 64(CX), Y8, Y2
+	VFMADD231PS 64(CX)(DX*1), Y8, Y6
+	VPMOVZXWD   48(AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS 96(CX), Y8, Y3
+	VFMADD231PS 96(CX)(DX*1), Y8, Y7
+	ADDQ        $0x00000080, AX
+	ADDQ        $0x00000100, CX
+	SUBQ        $0x40, BX
+	JMP         loloop
+
+lotail:
+	CMPQ        BX, $0x08
+	JL          losum
+	VPMOVZXWD   (AX), Y8
+	VPSLLD      $0x10, Y8, Y8
+	VFMADD231PS (CX), Y8, Y0
+	VFMADD231PS (CX)(DX*1), Y8, Y4
+	ADDQ        $0x00000010, AX
+	ADDQ        $0x00000020, CX
+	SUBQ        $0x08, BX
+	JMP         lotail
+
+losum:
+	VADDPS Y1, Y0, Y0
+	VADDPS Y3, Y2, Y2
+	VADDPS Y2, Y0, Y0
+	VADDPS Y5, Y4, Y4
+	VADDPS Y7, Y6, Y6
+	VADDPS Y6, Y4, Y4
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+24(FP), BX
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+
+hiloop:
+	CMPQ        BX, $0x40
+	JL          hitail
+	VPMOVZXWD   64(AX), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS 128(CX), Y10, Y1
+	VFMADD231PS 128(CX)(DX*1), Y10, Y6
+	VPMOVZXWD   80(AX), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS 160(CX), Y10, Y2
+	VFMADD231PS 160(CX)(DX*1), Y10, Y7
+	VPMOVZXWD   96(AX), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS 192(CX), Y10, Y3
+	VFMADD231PS 192(CX)(DX*1), Y10, Y8
+	VPMOVZXWD   112(AX), Y10
+	VPSLLD      $0x10, Y10, Y10
+	VFMADD231PS 224(CX), Y10, Y5
+	VFMADD231PS 224(CX)(DX*1), Y10, Y9
+	ADDQ        $0x00000080, AX
 	ADDQ        $0x00000100, CX
 	SUBQ        $0x40, BX
 	JMP         hiloop

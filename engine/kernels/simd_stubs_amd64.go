@@ -180,6 +180,42 @@ func dotQ4_0AVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotQ5_0AVX2(x *byte, y *byte, n int) float32
 
+// dotQ8_0AVX2t4 sets out[t·os/4] = dotQ8_0AVX2(x, y + t·ys, nb) for t < 4 (each weight
+// block decoded once for the tokens).
+//
+//go:noescape
+func dotQ8_0AVX2t4(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_0AVX2t4 sets out[t·os/4] = dotQ4_0AVX2(x, y + t·ys, nb) for t < 4 (each weight
+// block decoded once for the tokens).
+//
+//go:noescape
+func dotQ4_0AVX2t4(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ5_0AVX2t4 sets out[t·os/4] = dotQ5_0AVX2(x, y + t·ys, nb) for t < 4 (each weight
+// block decoded once for the tokens).
+//
+//go:noescape
+func dotQ5_0AVX2t4(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ8_0AVX2t2 sets out[t·os/4] = dotQ8_0AVX2(x, y + t·ys, nb) for t < 2 (each weight
+// block decoded once for the tokens).
+//
+//go:noescape
+func dotQ8_0AVX2t2(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_0AVX2t2 sets out[t·os/4] = dotQ4_0AVX2(x, y + t·ys, nb) for t < 2 (each weight
+// block decoded once for the tokens).
+//
+//go:noescape
+func dotQ4_0AVX2t2(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ5_0AVX2t2 sets out[t·os/4] = dotQ5_0AVX2(x, y + t·ys, nb) for t < 2 (each weight
+// block decoded once for the tokens).
+//
+//go:noescape
+func dotQ5_0AVX2t2(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
 // dotIQ4_NLAVX2 is the dot product of n IQ4_NL blocks at x with n q8Blocks at y: per block
 // the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order
 // (Q4_0: fused, sum = fma(isum, f16(x.d)·y.d, sum)).
@@ -729,6 +765,30 @@ func dotF32AVX2t3(x *byte, y *float32, ys int, n int, out *float32, os int)
 //
 //go:noescape
 func dotF32AVX2t2(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotF16AVX2t3 is dotF16AVX2 of one row of n (a multiple of 8) F16 weights at x with each of 3
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotF16AVX2t3(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotBF16AVX2t3 is dotBF16AVX2 of one row of n (a multiple of 8) BF16 weights at x with each of 3
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotBF16AVX2t3(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotF16AVX2t2 is dotF16AVX2 of one row of n (a multiple of 8) F16 weights at x with each of 2
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotF16AVX2t2(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotBF16AVX2t2 is dotBF16AVX2 of one row of n (a multiple of 8) BF16 weights at x with each of 2
+// float32 rows at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes).
+//
+//go:noescape
+func dotBF16AVX2t2(x *byte, y *float32, ys int, n int, out *float32, os int)
 
 // attnScoresF16 sets s[j] = scale·(q·k_j) for j < n, k_j the hd binary16 values at
 // k + j·stride (hd a multiple of 8), as attnSpanGeneric computes it.

@@ -213,7 +213,7 @@ func (a *acts) checkBlocks(n int) {
 // has kernels for the rows' type, and returns n (0: it has none). hi bounds the
 // rows it may take.
 func (m *matMul) fastTokens(r, hi, t0, nt int) int {
-	if m.w.Type == F32 {
+	if m.w.Type == F32 || !useAVX512 && (m.w.Type == F16 || m.w.Type == BF16) {
 		return m.f32Tokens(r, hi, t0, nt)
 	}
 	if !useAVX512 {
