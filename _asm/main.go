@@ -118,6 +118,7 @@ func main() {
 	dotTQ1_0AVX2(1)
 	dotTQ1_0AVX2(2)
 	latticeConstants()
+	iq1mConstants()
 	for _, tokens := range []int{1, 2, 4} {
 		dotIQ2XXSAVX2(tokens)
 		dotIQ3XXSAVX2(tokens)

@@ -567,7 +567,7 @@ func dotIQ1MRow(row []byte, y []q8KBlock) float32 {
 	if v, ok := latticeDecRow(IQ1_M, row, y); ok {
 		return v
 	}
-	return dotIQ1MAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+	return dotIQ1MAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1mWGrid[0])))
 }
 
 // dotTQ1_0Rows sets out[t] = dotTQ1_0Row(row, y[t*nb:(t+1)*nb]) for each t <
@@ -683,7 +683,7 @@ func latticeAVX2x4(typ Type, x, y *byte, nb, stride int, o *float32) {
 	case IQ1_S:
 		dotIQ1SAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 	case IQ1_M:
-		dotIQ1MAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+		dotIQ1MAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1mWGrid[0])))
 	}
 }
 
@@ -703,7 +703,7 @@ func latticeAVX2x2(typ Type, x, y *byte, nb, stride int, o *float32) {
 	case IQ1_S:
 		dotIQ1SAVX2x2(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 	case IQ1_M:
-		dotIQ1MAVX2x2(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+		dotIQ1MAVX2x2(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1mWGrid[0])))
 	}
 }
 
