@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/binary"
 	"math"
 
 	. "github.com/mmcloughlin/avo/build"
@@ -19,7 +20,7 @@ import (
 // scales by one variable shift (ggml's trick), one VPSHUFB per 32 weights
 // picking theirs.
 
-var iq1mScaleShift, iq1mScalePick Mem
+var iq1mScaleShift, iq1mScalePick, iq1mEighths Mem
 
 func iq1mConstants() {
 	// Qword k of the broadcast scale words shifted right by 0, 6, 3, 9: the low
@@ -41,6 +42,11 @@ func iq1mConstants() {
 		}
 	}
 	iq1mScalePick = rodata("iq1mScalePick", b)
+	b = nil
+	for i := 0; i < 4; i++ {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(0.125))
+	}
+	iq1mEighths = rodata("iq1mEighths", b)
 }
 
 // iq1mIndexOffset is the stack offset of the word holding the table index of
@@ -61,13 +67,28 @@ func dotIQ1MAVX2(tokens int) {
 	x, y, n, tab := iq1Header("IQ1M", tokens)
 	ys := tokenRows(y, tokens)
 	idx := AllocLocal(64)
-	sums := make([]VecVirtual, tokens)
-	for t := range sums {
-		sums[t] = XMM()
-		VXORPS(sums[t], sums[t], sums[t])
+	// The sums: one xmm with one token, four tokens a lane each of an xmm
+	// with two or four, in out (zeroed here) with eight (too few registers).
+	var sums []VecVirtual
+	var out GPVirtual
+	if tokens <= 4 {
+		sums = make([]VecVirtual, (tokens+3)/4)
+		for t := range sums {
+			sums[t] = XMM()
+			VXORPS(sums[t], sums[t], sums[t])
+		}
+	} else {
+		out = GP64()
+		Load(Param("out"), out)
+		z := XMM()
+		VXORPS(z, z, z)
+		for g := 0; g < tokens/4; g++ {
+			VMOVUPS(z, Mem{Base: out, Disp: 16 * g})
+		}
 	}
-	eighth := XMM()
-	{
+	var eighth VecVirtual
+	if tokens == 1 {
+		eighth = XMM()
 		g := GP32()
 		MOVL(U32(math.Float32bits(0.125)), g)
 		VMOVD(g, eighth)
@@ -147,19 +168,83 @@ func dotIQ1MAVX2(tokens int) {
 	d0 := XMM()
 	VMOVD(d16.As32(), d0)
 	VCVTPH2PS(d0, d0)
-	for t, yt := range ys {
+	if tokens == 1 {
 		d := XMM()
-		VMULSS(Mem{Base: yt}, d0, d)
-		s := hsumInt(acc[t])
+		VMULSS(Mem{Base: y}, d0, d)
+		s := hsumInt(acc[0])
 		VMULSS(eighth, s, s)
 		VMULSS(s, d, d)
-		VADDSS(d, sums[t], sums[t])
-		ADDQ(U32(q8KSize), yt)
+		VADDSS(d, sums[0], sums[0])
+		ADDQ(U32(q8KSize), y)
+	} else {
+		// Four tokens' sums at a time in the lanes of an xmm (VPHADDD), and
+		// the same float steps lane by lane.
+		VBROADCASTSS(d0, d0)
+		for g := 0; g < (tokens+3)/4; g++ {
+			s := hsumInt4(acc[4*g : min(4*g+4, tokens)])
+			VCVTDQ2PS(s, s)
+			VMULPS(iq1mEighths, s, s)
+			d := XMM()
+			VMOVSS(Mem{Base: ys[4*g]}, d)
+			for k := 1; k < 4 && 4*g+k < tokens; k++ {
+				VINSERTPS(U8(k<<4), Mem{Base: ys[4*g+k]}, d, d)
+			}
+			VMULPS(d0, d, d)
+			VMULPS(s, d, d)
+			if sums != nil {
+				VADDPS(d, sums[g], sums[g])
+			} else {
+				VADDPS(Mem{Base: out, Disp: 16 * g}, d, d)
+				VMOVUPS(d, Mem{Base: out, Disp: 16 * g})
+			}
+		}
+		for _, yt := range ys {
+			ADDQ(U32(q8KSize), yt)
+		}
 	}
 	ADDQ(U32(56), x)
 	DECQ(n)
 	JMP(LabelRef("loop"))
 
 	Label("done")
-	storeSums(sums)
+	if tokens == 1 {
+		storeSums(sums)
+		return
+	}
+	if sums == nil {
+		VZEROUPPER()
+		RET()
+		return
+	}
+	out = GP64()
+	Load(Param("out"), out)
+	for g, sg := range sums {
+		if tokens == 2 {
+			VMOVQ(sg, Mem{Base: out})
+		} else {
+			VMOVUPS(sg, Mem{Base: out, Disp: 16 * g})
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// hsumInt4 returns the sums of the 8 int32 of each of acc (up to four) in the
+// lanes of an xmm, in order (with two, lanes 2 and 3 repeat them).
+func hsumInt4(acc []VecVirtual) VecVirtual {
+	h01 := YMM()
+	if len(acc) == 2 {
+		VPHADDD(acc[1], acc[0], h01)
+		VPHADDD(h01, h01, h01)
+	} else {
+		h23 := YMM()
+		VPHADDD(acc[1], acc[0], h01)
+		VPHADDD(acc[3], acc[2], h23)
+		VPHADDD(h23, h01, h01)
+	}
+	hi := XMM()
+	VEXTRACTI128(U8(1), h01, hi)
+	s := XMM()
+	VPADDD(hi, h01.AsX(), s)
+	return s
 }

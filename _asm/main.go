@@ -158,6 +158,7 @@ func main() {
 		dotIQ1SAVX2(tokens)
 		dotIQ1MAVX2(tokens)
 	}
+	dotIQ1MAVX2(8)
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotF32VecDotAVX2()
 	vecDotTailConstants()

@@ -596,7 +596,8 @@ func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
 // dotLatticeRows sets out[t] = the row dot of typ (IQ2_XXS, IQ2_XS, IQ2_S,
 // IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) of row and y[t*nb:(t+1)*nb] for each t <
 // len(out): with AVX-512, eight tokens at a time through the type's …AVX512x8
-// kernel (all but IQ1_S and IQ1_M; BMI2 too; 6-7 left: the last eight again); then four tokens at a time
+// kernel (all but IQ1_S and IQ1_M; BMI2 too; 6-7 left: the last eight again); IQ1_M eight at a time
+// through dotIQ1MAVX2x8 (any level); then four tokens at a time
 // through the type's …x4 kernel, then two through its …x2, each group's grid
 // entries, signs and scales decoded once for the tokens: the same bits. Three
 // tokens left after the fours go through the 4-token kernel again over the last
@@ -617,6 +618,11 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 			if n >= 8 && n-t >= 6 {
 				latticeAVX512x8(typ, x, (*byte)(unsafe.Pointer(&y[(n-8)*nb])), nb, stride, &out[n-8])
 				t = n
+			}
+		}
+		if typ == IQ1_M {
+			for ; t+8 <= n; t += 8 {
+				dotIQ1MAVX2x8(x, (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t], (*byte)(unsafe.Pointer(&iq1mWGrid[0])))
 			}
 		}
 		for ; t+4 <= n; t += 4 {
