@@ -21,7 +21,7 @@ import (
 // float steps are its too (IQ3_S: dotIQ3SRow's lanes and fused multiply-adds).
 // Q8_K quants are never -128 (quantActQ8K), which the sign flips rely on.
 
-var ksignsIQ2, wordSplit, iq1mDeltaBits Mem
+var ksignsIQ2, wordSplit Mem
 
 func latticeConstants() {
 	// ksignsIQ2: for each 7-bit sign index, 8 bytes of ±1 (iqSigns: bit j
@@ -40,16 +40,6 @@ func latticeConstants() {
 	ksignsIQ2 = rodata("ksignsIQ2", b)
 	// wordSplit broadcasts word 0 in the low lane and word 1 in the high one.
 	wordSplit = rodata("wordSplit", append(bytes.Repeat([]byte{0, 1}, 8), bytes.Repeat([]byte{2, 3}, 8)...))
-	// iq1mDeltaBits: the bit of the shift's sign of 8 weights l (bit 4l+3 of
-	// the group's two qh bytes) in the words of their pair sums.
-	b = nil
-	for l := 0; l < 4; l++ {
-		for k := 0; k < 4; k++ {
-			v := uint16(8) << (4 * l)
-			b = append(b, byte(v), byte(v>>8))
-		}
-	}
-	iq1mDeltaBits = rodata("iq1mDeltaBits", b)
 }
 
 // latticeParams loads x, y, n and the grid pointer.
@@ -434,127 +424,6 @@ func iq1Header(typ string, tokens int) (x, y, n, grid GPVirtual) {
 		Doc(fmt.Sprintf("%s sets out[t] = %s(x, y+t·stride, n, grid) for t < %d.", name, single, tokens))
 	}
 	return latticeParams()
-}
-
-// dotIQ1MAVX2 emits the IQ1_M kernel: IQ1_S's products with a 3-bit scale per
-// 16 weights (the low and high lanes) and the shift's sign per 8 weights, so the
-// shifts' sum takes the activations' own pair sums (VPMADDUBSW with ones) times
-// ±scale, negated where the sign bit is set; the f16 scale gathered from the
-// top nibbles of the four scale words. With two or four tokens, each group's
-// grid entries and scales are decoded once for them. One accumulator per token
-// takes 8·sumi1 + sumi2 (the products scaled by 8·scale, the shifts' sums by
-// ±scale: both far inside int32), its float32 conversion times 0.125 being the
-// reference's float32(sumi1) + 0.125·float32(sumi2) exactly (the two sums are
-// exact in float32, and scaling by a power of two commutes with rounding).
-func dotIQ1MAVX2(tokens int) {
-	x, y, n, grid := iq1Header("IQ1M", tokens)
-	ys := tokenRows(y, tokens)
-	sums := make([]VecVirtual, tokens)
-	for t := range sums {
-		sums[t] = XMM()
-		VXORPS(sums[t], sums[t], sums[t])
-	}
-	eighth := XMM()
-	{
-		g := GP32()
-		MOVL(U32(math.Float32bits(0.125)), g)
-		VMOVD(g, eighth)
-	}
-	onesB := YMM()
-	VMOVDQU(byteOnes, onesB)
-
-	Label("loop")
-	TESTQ(n, n)
-	JZ(LabelRef("done"))
-	acc := make([]VecVirtual, tokens)
-	for t := range acc {
-		acc[t] = YMM()
-		VPXOR(acc[t], acc[t], acc[t])
-	}
-	for ib := 0; ib < 8; ib++ {
-		g := gather8(grid, func(l int) GPVirtual {
-			r, t := GP64(), GP64()
-			MOVBQZX(Mem{Base: x, Disp: 32 + 2*ib + l/2}, t)
-			if l%2 == 1 {
-				SHRQ(U8(4), t)
-			}
-			ANDQ(U8(7), t)
-			SHLQ(U8(8), t)
-			MOVBQZX(Mem{Base: x, Disp: 4*ib + l}, r)
-			ORQ(t, r)
-			return r
-		})
-		// The scales of the two halves: low lane, high lane.
-		lo, hi := GP64(), GP64()
-		MOVWQZX(Mem{Base: x, Disp: 48 + 2*(ib/2)}, lo)
-		if ib%2 == 1 {
-			SHRQ(U8(6), lo)
-		}
-		MOVQ(lo, hi)
-		SHRQ(U8(3), hi)
-		ANDQ(U8(7), lo)
-		ANDQ(U8(7), hi)
-		LEAQ(Mem{Base: lo, Index: lo, Scale: 1, Disp: 1}, lo)
-		LEAQ(Mem{Base: hi, Index: hi, Scale: 1, Disp: 1}, hi)
-		SHLQ(U8(16), hi)
-		ORQ(hi, lo)
-		ls := YMM()
-		VMOVD(lo.As32(), ls.AsX())
-		VPBROADCASTD(ls.AsX(), ls)
-		VPSHUFB(wordSplit, ls, ls)
-		// ±scale per 8 weights: negated where the shift's sign is set.
-		m := YMM()
-		VPBROADCASTW(Mem{Base: x, Disp: 32 + 2*ib}, m)
-		VPAND(iq1mDeltaBits, m, m)
-		VPCMPEQW(iq1mDeltaBits, m, m)
-		c := YMM()
-		VPXOR(m, ls, c)
-		VPSUBW(m, c, c)
-		VPSLLW(U8(3), ls, ls) // 8·scale
-
-		for t, yt := range ys {
-			q := YMM()
-			VMOVDQU(Mem{Base: yt, Disp: q8KQS + 32*ib}, q)
-			p2 := YMM()
-			VPMADDUBSW(q, onesB, p2)
-			VPMADDWD(c, p2, p2)
-			VPADDD(p2, acc[t], acc[t])
-			VPSIGNB(g, q, q)
-			VPMADDUBSW(q, onesB, p2)
-			VPMADDWD(ls, p2, p2)
-			VPADDD(p2, acc[t], acc[t])
-		}
-	}
-	// The f16 scale: the top nibbles of the four scale words.
-	d16, t := GP64(), GP64()
-	MOVWQZX(Mem{Base: x, Disp: 48}, d16)
-	SHRQ(U8(12), d16)
-	for k := 1; k < 4; k++ {
-		MOVWQZX(Mem{Base: x, Disp: 48 + 2*k}, t)
-		if k < 3 {
-			SHRQ(U8(12-4*k), t)
-		}
-		ANDQ(U32(0xf000>>(12-4*k)), t)
-		ORQ(t, d16)
-	}
-	d0 := XMM()
-	VMOVD(d16.As32(), d0)
-	VCVTPH2PS(d0, d0)
-	for t, yt := range ys {
-		d := XMM()
-		VMULSS(Mem{Base: yt}, d0, d)
-		s := hsumInt(acc[t])
-		VMULSS(eighth, s, s)
-		VMULSS(s, d, d)
-		VADDSS(d, sums[t], sums[t])
-		ADDQ(U32(q8KSize), yt)
-	}
-	ADDQ(U32(56), x)
-	DECQ(n)
-	JMP(LabelRef("loop"))
-
-	Label("done")
-	storeSums(sums)
 }
 
 // dotIQ3SAVX2Tokens emits the IQ3_S kernel for tokens (2 or 4) activation rows

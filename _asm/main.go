@@ -127,6 +127,7 @@ func main() {
 	dotTQ1_0AVX2(1)
 	dotTQ1_0AVX2(2)
 	latticeConstants()
+	iq1mConstants()
 	for _, tokens := range []int{1, 2, 4} {
 		dotIQ2XXSAVX2(tokens)
 		dotIQ3XXSAVX2(tokens)
@@ -166,6 +167,7 @@ func main() {
 		dotIQ1SAVX2(tokens)
 		dotIQ1MAVX2(tokens)
 	}
+	dotIQ1MAVX2(8)
 	dotFloatAVX2("dotF32AVX2", "F32", 4)
 	dotF32VecDotAVX2()
 	vecDotTailConstants()

@@ -13,7 +13,7 @@ import (
 // whole row is applied per block here, which is exact: a power of two). There are
 // no quantizers of ours for these types (llama.cpp's need an importance matrix and
 // a grid search); files come from llama-quantize. All have AVX2 row kernels with
-// these functions' bits (simd_amd64.go, _asm/lattice.go); IQ2_XXS, IQ2_XS, IQ2_S
+// these functions' bits (simd_amd64.go, _asm/lattice.go, _asm/iq1m2.go); IQ2_XXS, IQ2_XS, IQ2_S
 // and IQ1_M also AVX-512 decoding kernels, many rows a call (iq2dec_amd64.go,
 // _asm/iq2dec512.go, _asm/iq1m512.go).
 

@@ -565,7 +565,7 @@ func dotIQ1MRow(row []byte, y []q8KBlock) float32 {
 	if v, ok := latticeDecRow(IQ1_M, row, y); ok {
 		return v
 	}
-	return dotIQ1MAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+	return dotIQ1MAVX2(&row[0], (*byte)(unsafe.Pointer(&y[0])), n, (*byte)(unsafe.Pointer(&iq1mWGrid[0])))
 }
 
 // dotTQ1_0Rows sets out[t] = dotTQ1_0Row(row, y[t*nb:(t+1)*nb]) for each t <
@@ -594,7 +594,8 @@ func dotIQ3SRows(out []float32, row []byte, y []q8KBlock, nb int) {
 // dotLatticeRows sets out[t] = the row dot of typ (IQ2_XXS, IQ2_XS, IQ2_S,
 // IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) of row and y[t*nb:(t+1)*nb] for each t <
 // len(out): with AVX-512, eight tokens at a time through the type's …AVX512x8
-// kernel (all but IQ1_S and IQ1_M; BMI2 too; 6-7 left: the last eight again); then four tokens at a time
+// kernel (all but IQ1_S and IQ1_M; BMI2 too; 6-7 left: the last eight again); IQ1_M eight at a time
+// through dotIQ1MAVX2x8 (any level); then four tokens at a time
 // through the type's …x4 kernel, then two through its …x2, each group's grid
 // entries, signs and scales decoded once for the tokens: the same bits. Three
 // tokens left after the fours go through the 4-token kernel again over the last
@@ -615,6 +616,11 @@ func dotLatticeRows(typ Type, out []float32, row []byte, y []q8KBlock, nb int) {
 			if n >= 8 && n-t >= 6 {
 				latticeAVX512x8(typ, x, (*byte)(unsafe.Pointer(&y[(n-8)*nb])), nb, stride, &out[n-8])
 				t = n
+			}
+		}
+		if typ == IQ1_M {
+			for ; t+8 <= n; t += 8 {
+				dotIQ1MAVX2x8(x, (*byte)(unsafe.Pointer(&y[t*nb])), nb, stride, &out[t], (*byte)(unsafe.Pointer(&iq1mWGrid[0])))
 			}
 		}
 		for ; t+4 <= n; t += 4 {
@@ -681,7 +687,7 @@ func latticeAVX2x4(typ Type, x, y *byte, nb, stride int, o *float32) {
 	case IQ1_S:
 		dotIQ1SAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 	case IQ1_M:
-		dotIQ1MAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+		dotIQ1MAVX2x4(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1mWGrid[0])))
 	}
 }
 
@@ -701,7 +707,7 @@ func latticeAVX2x2(typ Type, x, y *byte, nb, stride int, o *float32) {
 	case IQ1_S:
 		dotIQ1SAVX2x2(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
 	case IQ1_M:
-		dotIQ1MAVX2x2(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1sGrid[0])))
+		dotIQ1MAVX2x2(x, y, nb, stride, o, (*byte)(unsafe.Pointer(&iq1mWGrid[0])))
 	}
 }
 

@@ -12148,11 +12148,49 @@ DATA wordSplit<>+16(SB)/8, $0x0302030203020302
 DATA wordSplit<>+24(SB)/8, $0x0302030203020302
 GLOBL wordSplit<>(SB), RODATA|NOPTR, $32
 
-DATA iq1mDeltaBits<>+0(SB)/8, $0x0008000800080008
-DATA iq1mDeltaBits<>+8(SB)/8, $0x0080008000800080
-DATA iq1mDeltaBits<>+16(SB)/8, $0x0800080008000800
-DATA iq1mDeltaBits<>+24(SB)/8, $0x8000800080008000
-GLOBL iq1mDeltaBits<>(SB), RODATA|NOPTR, $32
+DATA iq1mScaleShift<>+0(SB)/8, $0x0000000000000000
+DATA iq1mScaleShift<>+8(SB)/8, $0x0000000000000006
+DATA iq1mScaleShift<>+16(SB)/8, $0x0000000000000003
+DATA iq1mScaleShift<>+24(SB)/8, $0x0000000000000009
+GLOBL iq1mScaleShift<>(SB), RODATA|NOPTR, $32
+
+DATA iq1mScalePick<>+0(SB)/8, $0x0100010001000100
+DATA iq1mScalePick<>+8(SB)/8, $0x0100010001000100
+DATA iq1mScalePick<>+16(SB)/8, $0x0100010001000100
+DATA iq1mScalePick<>+24(SB)/8, $0x0100010001000100
+DATA iq1mScalePick<>+32(SB)/8, $0x0908090809080908
+DATA iq1mScalePick<>+40(SB)/8, $0x0908090809080908
+DATA iq1mScalePick<>+48(SB)/8, $0x0908090809080908
+DATA iq1mScalePick<>+56(SB)/8, $0x0908090809080908
+DATA iq1mScalePick<>+64(SB)/8, $0x0302030203020302
+DATA iq1mScalePick<>+72(SB)/8, $0x0302030203020302
+DATA iq1mScalePick<>+80(SB)/8, $0x0302030203020302
+DATA iq1mScalePick<>+88(SB)/8, $0x0302030203020302
+DATA iq1mScalePick<>+96(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA iq1mScalePick<>+104(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA iq1mScalePick<>+112(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA iq1mScalePick<>+120(SB)/8, $0x0b0a0b0a0b0a0b0a
+DATA iq1mScalePick<>+128(SB)/8, $0x0504050405040504
+DATA iq1mScalePick<>+136(SB)/8, $0x0504050405040504
+DATA iq1mScalePick<>+144(SB)/8, $0x0504050405040504
+DATA iq1mScalePick<>+152(SB)/8, $0x0504050405040504
+DATA iq1mScalePick<>+160(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA iq1mScalePick<>+168(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA iq1mScalePick<>+176(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA iq1mScalePick<>+184(SB)/8, $0x0d0c0d0c0d0c0d0c
+DATA iq1mScalePick<>+192(SB)/8, $0x0706070607060706
+DATA iq1mScalePick<>+200(SB)/8, $0x0706070607060706
+DATA iq1mScalePick<>+208(SB)/8, $0x0706070607060706
+DATA iq1mScalePick<>+216(SB)/8, $0x0706070607060706
+DATA iq1mScalePick<>+224(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA iq1mScalePick<>+232(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA iq1mScalePick<>+240(SB)/8, $0x0f0e0f0e0f0e0f0e
+DATA iq1mScalePick<>+248(SB)/8, $0x0f0e0f0e0f0e0f0e
+GLOBL iq1mScalePick<>(SB), RODATA|NOPTR, $256
+
+DATA iq1mEighths<>+0(SB)/8, $0x3e0000003e000000
+DATA iq1mEighths<>+8(SB)/8, $0x3e0000003e000000
+GLOBL iq1mEighths<>(SB), RODATA|NOPTR, $16
 
 // func dotIQ2XXSAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, SSE
@@ -33331,448 +33369,166 @@ done:
 
 // func dotIQ1MAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, SSE
-TEXT ·dotIQ1MAVX2(SB), NOSPLIT, $0-36
-	MOVQ    x+0(FP), AX
-	MOVQ    y+8(FP), CX
-	MOVQ    n+16(FP), DX
-	MOVQ    grid+24(FP), BX
-	VXORPS  X0, X0, X0
-	MOVL    $0x3e000000, SI
-	VMOVD   SI, X1
-	VMOVDQU byteOnes<>+0(SB), Y2
+TEXT ·dotIQ1MAVX2(SB), NOSPLIT, $64-36
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+24(FP), BX
+	VXORPS X0, X0, X0
+	MOVL   $0x3e000000, SI
+	VMOVD  SI, X1
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
+	VMOVDQU      32(AX), X2
+	VPSRLW       $0x04, X2, X3
+	VPAND        nibbleMask<>+0(SB), X3, X3
+	VPAND        nibbleMask<>+0(SB), X2, X2
+	VPUNPCKLBW   X3, X2, X4
+	VPUNPCKHBW   X3, X2, X2
+	VINSERTI128  $0x01, X2, Y4, Y2
+	VMOVDQU      (AX), Y3
+	VPUNPCKLBW   Y2, Y3, Y5
+	VPUNPCKHBW   Y2, Y3, Y2
+	VMOVDQU      Y5, (SP)
+	VMOVDQU      Y2, 32(SP)
+	VPBROADCASTQ 48(AX), Y2
+	VPSRLVQ      iq1mScaleShift<>+0(SB), Y2, Y2
+	VPCMPEQW     Y3, Y3, Y3
+	VPSRLW       $0x0d, Y3, Y3
+	VPAND        Y3, Y2, Y2
+	VPADDW       Y2, Y2, Y2
+	VPOR         ones16<>+0(SB), Y2, Y2
 	VPXOR        Y3, Y3, Y3
-	MOVBQZX      32(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      (AX), SI
-	ORQ          DI, SI
+	MOVWQZX      (SP), SI
 	VMOVQ        (BX)(SI*8), X4
-	MOVBQZX      32(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      1(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      2(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
-	MOVBQZX      33(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      2(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      4(SP), SI
 	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      33(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      3(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      6(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVWQZX      48(AX), SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X6
-	VPBROADCASTD X6, Y6
-	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPBROADCASTW 32(AX), Y7
-	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPXOR        Y7, Y6, Y8
-	VPSUBW       Y7, Y8, Y8
-	VPSLLW       $0x03, Y6, Y6
-	VMOVDQU      4(CX), Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y6, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	MOVBQZX      34(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      4(AX), SI
-	ORQ          DI, SI
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+0(SB), Y2, Y7
+	VMOVDQU      4(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVWQZX      8(SP), SI
 	VMOVQ        (BX)(SI*8), X4
-	MOVBQZX      34(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      5(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      10(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
-	MOVBQZX      35(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      6(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      12(SP), SI
 	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      35(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      7(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      14(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVWQZX      48(AX), SI
-	SHRQ         $0x06, SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X6
-	VPBROADCASTD X6, Y6
-	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPBROADCASTW 34(AX), Y7
-	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPXOR        Y7, Y6, Y8
-	VPSUBW       Y7, Y8, Y8
-	VPSLLW       $0x03, Y6, Y6
-	VMOVDQU      36(CX), Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y6, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	MOVBQZX      36(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      8(AX), SI
-	ORQ          DI, SI
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+32(SB), Y2, Y7
+	VMOVDQU      36(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVWQZX      32(SP), SI
 	VMOVQ        (BX)(SI*8), X4
-	MOVBQZX      36(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      9(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      34(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
-	MOVBQZX      37(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      10(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      36(SP), SI
 	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      37(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      11(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      38(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVWQZX      50(AX), SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X6
-	VPBROADCASTD X6, Y6
-	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPBROADCASTW 36(AX), Y7
-	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPXOR        Y7, Y6, Y8
-	VPSUBW       Y7, Y8, Y8
-	VPSLLW       $0x03, Y6, Y6
-	VMOVDQU      68(CX), Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y6, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	MOVBQZX      38(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      12(AX), SI
-	ORQ          DI, SI
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+64(SB), Y2, Y7
+	VMOVDQU      68(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVWQZX      40(SP), SI
 	VMOVQ        (BX)(SI*8), X4
-	MOVBQZX      38(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      13(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      42(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
-	MOVBQZX      39(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      14(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      44(SP), SI
 	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      39(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      15(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      46(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVWQZX      50(AX), SI
-	SHRQ         $0x06, SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X6
-	VPBROADCASTD X6, Y6
-	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPBROADCASTW 38(AX), Y7
-	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPXOR        Y7, Y6, Y8
-	VPSUBW       Y7, Y8, Y8
-	VPSLLW       $0x03, Y6, Y6
-	VMOVDQU      100(CX), Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y6, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	MOVBQZX      40(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      16(AX), SI
-	ORQ          DI, SI
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+96(SB), Y2, Y7
+	VMOVDQU      100(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVWQZX      16(SP), SI
 	VMOVQ        (BX)(SI*8), X4
-	MOVBQZX      40(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      17(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      18(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
-	MOVBQZX      41(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      18(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      20(SP), SI
 	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      41(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      19(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      22(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVWQZX      52(AX), SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X6
-	VPBROADCASTD X6, Y6
-	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPBROADCASTW 40(AX), Y7
-	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPXOR        Y7, Y6, Y8
-	VPSUBW       Y7, Y8, Y8
-	VPSLLW       $0x03, Y6, Y6
-	VMOVDQU      132(CX), Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y6, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	MOVBQZX      42(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      20(AX), SI
-	ORQ          DI, SI
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+128(SB), Y2, Y7
+	VMOVDQU      132(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVWQZX      24(SP), SI
 	VMOVQ        (BX)(SI*8), X4
-	MOVBQZX      42(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      21(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      26(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
-	MOVBQZX      43(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      22(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      28(SP), SI
 	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      43(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      23(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      30(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVWQZX      52(AX), SI
-	SHRQ         $0x06, SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X6
-	VPBROADCASTD X6, Y6
-	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPBROADCASTW 42(AX), Y7
-	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPXOR        Y7, Y6, Y8
-	VPSUBW       Y7, Y8, Y8
-	VPSLLW       $0x03, Y6, Y6
-	VMOVDQU      164(CX), Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y6, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	MOVBQZX      44(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      24(AX), SI
-	ORQ          DI, SI
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+160(SB), Y2, Y7
+	VMOVDQU      164(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVWQZX      48(SP), SI
 	VMOVQ        (BX)(SI*8), X4
-	MOVBQZX      44(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      25(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      50(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
-	MOVBQZX      45(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      26(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      52(SP), SI
 	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      45(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      27(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      54(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVWQZX      54(AX), SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X6
-	VPBROADCASTD X6, Y6
-	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPBROADCASTW 44(AX), Y7
-	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPXOR        Y7, Y6, Y8
-	VPSUBW       Y7, Y8, Y8
-	VPSLLW       $0x03, Y6, Y6
-	VMOVDQU      196(CX), Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y6, Y9, Y9
-	VPADDD       Y9, Y3, Y3
-	MOVBQZX      46(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      28(AX), SI
-	ORQ          DI, SI
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+192(SB), Y2, Y7
+	VMOVDQU      196(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y3, Y3
+	MOVWQZX      56(SP), SI
 	VMOVQ        (BX)(SI*8), X4
-	MOVBQZX      46(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      29(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      58(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X4, X4
-	MOVBQZX      47(AX), DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      30(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      60(SP), SI
 	VMOVQ        (BX)(SI*8), X5
-	MOVBQZX      47(AX), DI
-	SHRQ         $0x04, DI
-	ANDQ         $0x07, DI
-	SHLQ         $0x08, DI
-	MOVBQZX      31(AX), SI
-	ORQ          DI, SI
+	MOVWQZX      62(SP), SI
 	VPINSRQ      $0x01, (BX)(SI*8), X5, X5
 	VINSERTI128  $0x01, X5, Y4, Y5
-	MOVWQZX      54(AX), SI
-	SHRQ         $0x06, SI
-	MOVQ         SI, DI
-	SHRQ         $0x03, DI
-	ANDQ         $0x07, SI
-	ANDQ         $0x07, DI
-	LEAQ         1(SI)(SI*1), SI
-	LEAQ         1(DI)(DI*1), DI
-	SHLQ         $0x10, DI
-	ORQ          DI, SI
-	VMOVD        SI, X6
-	VPBROADCASTD X6, Y6
-	VPSHUFB      wordSplit<>+0(SB), Y6, Y6
-	VPBROADCASTW 46(AX), Y7
-	VPAND        iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y7, Y7
-	VPXOR        Y7, Y6, Y8
-	VPSUBW       Y7, Y8, Y8
-	VPSLLW       $0x03, Y6, Y6
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+224(SB), Y2, Y2
 	VMOVDQU      228(CX), Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y8, Y9, Y9
-	VPADDD       Y9, Y3, Y3
 	VPSIGNB      Y5, Y7, Y7
-	VPMADDUBSW   Y7, Y2, Y9
-	VPMADDWD     Y6, Y9, Y9
-	VPADDD       Y9, Y3, Y3
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y2, Y7, Y7
+	VPADDD       Y7, Y3, Y3
 	MOVWQZX      48(AX), SI
 	SHRQ         $0x0c, SI
 	MOVWQZX      50(AX), DI
@@ -33786,19 +33542,19 @@ loop:
 	MOVWQZX      54(AX), DI
 	ANDQ         $0x0000f000, DI
 	ORQ          DI, SI
-	VMOVD        SI, X4
-	VCVTPH2PS    X4, X4
-	VMULSS       (CX), X4, X4
-	VEXTRACTI128 $0x01, Y3, X5
-	VPADDD       X5, X3, X3
-	VPSHUFD      $0x4e, X3, X5
-	VPADDD       X5, X3, X3
-	VPSHUFD      $0xb1, X3, X5
-	VPADDD       X5, X3, X3
+	VMOVD        SI, X2
+	VCVTPH2PS    X2, X2
+	VMULSS       (CX), X2, X2
+	VEXTRACTI128 $0x01, Y3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0x4e, X3, X4
+	VPADDD       X4, X3, X3
+	VPSHUFD      $0xb1, X3, X4
+	VPADDD       X4, X3, X3
 	VCVTDQ2PS    X3, X3
 	VMULSS       X1, X3, X3
-	VMULSS       X3, X4, X4
-	VADDSS       X4, X0, X0
+	VMULSS       X3, X2, X2
+	VADDSS       X2, X0, X0
 	ADDQ         $0x00000124, CX
 	ADDQ         $0x00000038, AX
 	DECQ         DX
@@ -34261,516 +34017,207 @@ done:
 
 // func dotIQ1MAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ1MAVX2x2(SB), NOSPLIT, $0-48
-	MOVQ    x+0(FP), AX
-	MOVQ    y+8(FP), CX
-	MOVQ    n+16(FP), DX
-	MOVQ    grid+40(FP), BX
-	MOVQ    stride+24(FP), SI
-	LEAQ    (CX)(SI*1), SI
-	VXORPS  X0, X0, X0
-	VXORPS  X1, X1, X1
-	MOVL    $0x3e000000, DI
-	VMOVD   DI, X2
-	VMOVDQU byteOnes<>+0(SB), Y3
+TEXT ·dotIQ1MAVX2x2(SB), NOSPLIT, $64-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), SI
+	VXORPS X0, X0, X0
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
+	VMOVDQU      32(AX), X1
+	VPSRLW       $0x04, X1, X2
+	VPAND        nibbleMask<>+0(SB), X2, X2
+	VPAND        nibbleMask<>+0(SB), X1, X1
+	VPUNPCKLBW   X2, X1, X3
+	VPUNPCKHBW   X2, X1, X1
+	VINSERTI128  $0x01, X1, Y3, Y1
+	VMOVDQU      (AX), Y2
+	VPUNPCKLBW   Y1, Y2, Y4
+	VPUNPCKHBW   Y1, Y2, Y1
+	VMOVDQU      Y4, (SP)
+	VMOVDQU      Y1, 32(SP)
+	VPBROADCASTQ 48(AX), Y1
+	VPSRLVQ      iq1mScaleShift<>+0(SB), Y1, Y1
+	VPCMPEQW     Y2, Y2, Y2
+	VPSRLW       $0x0d, Y2, Y2
+	VPAND        Y2, Y1, Y1
+	VPADDW       Y1, Y1, Y1
+	VPOR         ones16<>+0(SB), Y1, Y1
+	VPXOR        Y2, Y2, Y2
 	VPXOR        Y4, Y4, Y4
-	VPXOR        Y5, Y5, Y5
-	MOVBQZX      32(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      (AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X6
-	MOVBQZX      32(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      1(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
-	MOVBQZX      33(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      2(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
-	MOVBQZX      33(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      3(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVWQZX      48(AX), DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X8
-	VPBROADCASTD X8, Y8
-	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
-	VPBROADCASTW 32(AX), Y9
-	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPXOR        Y9, Y8, Y10
-	VPSUBW       Y9, Y10, Y10
-	VPSLLW       $0x03, Y8, Y8
-	VMOVDQU      4(CX), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      4(SI), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	MOVBQZX      34(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      4(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X6
-	MOVBQZX      34(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      5(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
-	MOVBQZX      35(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      6(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
-	MOVBQZX      35(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      7(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVWQZX      48(AX), DI
-	SHRQ         $0x06, DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X8
-	VPBROADCASTD X8, Y8
-	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
-	VPBROADCASTW 34(AX), Y9
-	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPXOR        Y9, Y8, Y10
-	VPSUBW       Y9, Y10, Y10
-	VPSLLW       $0x03, Y8, Y8
-	VMOVDQU      36(CX), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      36(SI), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	MOVBQZX      36(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      8(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X6
-	MOVBQZX      36(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      9(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
-	MOVBQZX      37(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      10(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
-	MOVBQZX      37(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      11(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVWQZX      50(AX), DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X8
-	VPBROADCASTD X8, Y8
-	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
-	VPBROADCASTW 36(AX), Y9
-	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPXOR        Y9, Y8, Y10
-	VPSUBW       Y9, Y10, Y10
-	VPSLLW       $0x03, Y8, Y8
-	VMOVDQU      68(CX), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      68(SI), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	MOVBQZX      38(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      12(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X6
-	MOVBQZX      38(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      13(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
-	MOVBQZX      39(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      14(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
-	MOVBQZX      39(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      15(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVWQZX      50(AX), DI
-	SHRQ         $0x06, DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X8
-	VPBROADCASTD X8, Y8
-	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
-	VPBROADCASTW 38(AX), Y9
-	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPXOR        Y9, Y8, Y10
-	VPSUBW       Y9, Y10, Y10
-	VPSLLW       $0x03, Y8, Y8
-	VMOVDQU      100(CX), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      100(SI), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	MOVBQZX      40(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      16(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X6
-	MOVBQZX      40(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      17(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
-	MOVBQZX      41(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      18(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
-	MOVBQZX      41(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      19(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVWQZX      52(AX), DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X8
-	VPBROADCASTD X8, Y8
-	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
-	VPBROADCASTW 40(AX), Y9
-	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPXOR        Y9, Y8, Y10
-	VPSUBW       Y9, Y10, Y10
-	VPSLLW       $0x03, Y8, Y8
-	VMOVDQU      132(CX), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      132(SI), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	MOVBQZX      42(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      20(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X6
-	MOVBQZX      42(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      21(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
-	MOVBQZX      43(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      22(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
-	MOVBQZX      43(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      23(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVWQZX      52(AX), DI
-	SHRQ         $0x06, DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X8
-	VPBROADCASTD X8, Y8
-	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
-	VPBROADCASTW 42(AX), Y9
-	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPXOR        Y9, Y8, Y10
-	VPSUBW       Y9, Y10, Y10
-	VPSLLW       $0x03, Y8, Y8
-	VMOVDQU      164(CX), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      164(SI), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	MOVBQZX      44(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      24(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X6
-	MOVBQZX      44(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      25(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
-	MOVBQZX      45(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      26(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
-	MOVBQZX      45(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      27(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVWQZX      54(AX), DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X8
-	VPBROADCASTD X8, Y8
-	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
-	VPBROADCASTW 44(AX), Y9
-	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPXOR        Y9, Y8, Y10
-	VPSUBW       Y9, Y10, Y10
-	VPSLLW       $0x03, Y8, Y8
-	VMOVDQU      196(CX), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      196(SI), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	MOVBQZX      46(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      28(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X6
-	MOVBQZX      46(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      29(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X6, X6
-	MOVBQZX      47(AX), R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      30(AX), DI
-	ORQ          R8, DI
-	VMOVQ        (BX)(DI*8), X7
-	MOVBQZX      47(AX), R8
-	SHRQ         $0x04, R8
-	ANDQ         $0x07, R8
-	SHLQ         $0x08, R8
-	MOVBQZX      31(AX), DI
-	ORQ          R8, DI
-	VPINSRQ      $0x01, (BX)(DI*8), X7, X7
-	VINSERTI128  $0x01, X7, Y6, Y7
-	MOVWQZX      54(AX), DI
-	SHRQ         $0x06, DI
-	MOVQ         DI, R8
-	SHRQ         $0x03, R8
-	ANDQ         $0x07, DI
-	ANDQ         $0x07, R8
-	LEAQ         1(DI)(DI*1), DI
-	LEAQ         1(R8)(R8*1), R8
-	SHLQ         $0x10, R8
-	ORQ          R8, DI
-	VMOVD        DI, X8
-	VPBROADCASTD X8, Y8
-	VPSHUFB      wordSplit<>+0(SB), Y8, Y8
-	VPBROADCASTW 46(AX), Y9
-	VPAND        iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y9, Y9
-	VPXOR        Y9, Y8, Y10
-	VPSUBW       Y9, Y10, Y10
-	VPSLLW       $0x03, Y8, Y8
-	VMOVDQU      228(CX), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y4, Y4
-	VMOVDQU      228(SI), Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y10, Y11, Y11
-	VPADDD       Y11, Y5, Y5
-	VPSIGNB      Y7, Y9, Y9
-	VPMADDUBSW   Y9, Y3, Y11
-	VPMADDWD     Y8, Y11, Y11
-	VPADDD       Y11, Y5, Y5
+	MOVWQZX      (SP), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      2(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      4(SP), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      6(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+0(SB), Y1, Y7
+	VMOVDQU      4(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      4(SI), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVWQZX      8(SP), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      10(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      12(SP), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      14(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+32(SB), Y1, Y7
+	VMOVDQU      36(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      36(SI), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVWQZX      32(SP), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      34(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      36(SP), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      38(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+64(SB), Y1, Y7
+	VMOVDQU      68(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      68(SI), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVWQZX      40(SP), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      42(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      44(SP), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      46(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+96(SB), Y1, Y7
+	VMOVDQU      100(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      100(SI), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVWQZX      16(SP), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      18(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      20(SP), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      22(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+128(SB), Y1, Y7
+	VMOVDQU      132(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      132(SI), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVWQZX      24(SP), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      26(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      28(SP), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      30(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+160(SB), Y1, Y7
+	VMOVDQU      164(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      164(SI), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVWQZX      48(SP), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      50(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      52(SP), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      54(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+192(SB), Y1, Y7
+	VMOVDQU      196(CX), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y2, Y2
+	VMOVDQU      196(SI), Y8
+	VPSIGNB      Y5, Y8, Y8
+	VPMADDUBSW   Y8, Y6, Y8
+	VPMADDWD     Y7, Y8, Y8
+	VPADDD       Y8, Y4, Y4
+	MOVWQZX      56(SP), DI
+	VMOVQ        (BX)(DI*8), X3
+	MOVWQZX      58(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X3, X3
+	MOVWQZX      60(SP), DI
+	VMOVQ        (BX)(DI*8), X5
+	MOVWQZX      62(SP), DI
+	VPINSRQ      $0x01, (BX)(DI*8), X5, X5
+	VINSERTI128  $0x01, X5, Y3, Y5
+	VPABSB       Y5, Y6
+	VPSHUFB      iq1mScalePick<>+224(SB), Y1, Y1
+	VMOVDQU      228(CX), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPADDD       Y7, Y2, Y2
+	VMOVDQU      228(SI), Y7
+	VPSIGNB      Y5, Y7, Y7
+	VPMADDUBSW   Y7, Y6, Y7
+	VPMADDWD     Y1, Y7, Y7
+	VPADDD       Y7, Y4, Y4
 	MOVWQZX      48(AX), DI
 	SHRQ         $0x0c, DI
 	MOVWQZX      50(AX), R8
@@ -34784,41 +34231,30 @@ loop:
 	MOVWQZX      54(AX), R8
 	ANDQ         $0x0000f000, R8
 	ORQ          R8, DI
-	VMOVD        DI, X6
-	VCVTPH2PS    X6, X6
-	VMULSS       (CX), X6, X7
-	VEXTRACTI128 $0x01, Y4, X8
-	VPADDD       X8, X4, X4
-	VPSHUFD      $0x4e, X4, X8
-	VPADDD       X8, X4, X4
-	VPSHUFD      $0xb1, X4, X8
-	VPADDD       X8, X4, X4
-	VCVTDQ2PS    X4, X4
-	VMULSS       X2, X4, X4
-	VMULSS       X4, X7, X7
-	VADDSS       X7, X0, X0
+	VMOVD        DI, X1
+	VCVTPH2PS    X1, X1
+	VBROADCASTSS X1, X1
+	VPHADDD      Y4, Y2, Y2
+	VPHADDD      Y2, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X3, X2, X2
+	VCVTDQ2PS    X2, X2
+	VMULPS       iq1mEighths<>+0(SB), X2, X2
+	VMOVSS       (CX), X3
+	VINSERTPS    $0x10, (SI), X3, X3
+	VMULPS       X1, X3, X3
+	VMULPS       X2, X3, X3
+	VADDPS       X3, X0, X0
 	ADDQ         $0x00000124, CX
-	VMULSS       (SI), X6, X4
-	VEXTRACTI128 $0x01, Y5, X6
-	VPADDD       X6, X5, X5
-	VPSHUFD      $0x4e, X5, X6
-	VPADDD       X6, X5, X5
-	VPSHUFD      $0xb1, X5, X6
-	VPADDD       X6, X5, X5
-	VCVTDQ2PS    X5, X5
-	VMULSS       X2, X5, X5
-	VMULSS       X5, X4, X4
-	VADDSS       X4, X1, X1
 	ADDQ         $0x00000124, SI
 	ADDQ         $0x00000038, AX
 	DECQ         DX
 	JMP          loop
 
 done:
+	MOVQ  out+32(FP), AX
+	VMOVQ X0, (AX)
 	VZEROUPPER
-	MOVQ   out+32(FP), AX
-	VMOVSS X0, (AX)
-	VMOVSS X1, 4(AX)
 	RET
 
 // func dotIQ1SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
@@ -35411,650 +34847,291 @@ done:
 
 // func dotIQ1MAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 // Requires: AVX, AVX2, F16C
-TEXT ·dotIQ1MAVX2x4(SB), NOSPLIT, $0-48
-	MOVQ    x+0(FP), AX
-	MOVQ    y+8(FP), CX
-	MOVQ    n+16(FP), DX
-	MOVQ    grid+40(FP), BX
-	MOVQ    stride+24(FP), SI
-	LEAQ    (CX)(SI*1), DI
-	LEAQ    (DI)(SI*1), R8
-	LEAQ    (R8)(SI*1), SI
-	VXORPS  X0, X0, X0
-	VXORPS  X1, X1, X1
-	VXORPS  X2, X2, X2
-	VXORPS  X3, X3, X3
-	MOVL    $0x3e000000, R9
-	VMOVD   R9, X4
-	VMOVDQU byteOnes<>+0(SB), Y5
+TEXT ·dotIQ1MAVX2x4(SB), NOSPLIT, $64-48
+	MOVQ   x+0(FP), AX
+	MOVQ   y+8(FP), CX
+	MOVQ   n+16(FP), DX
+	MOVQ   grid+40(FP), BX
+	MOVQ   stride+24(FP), SI
+	LEAQ   (CX)(SI*1), DI
+	LEAQ   (DI)(SI*1), R8
+	LEAQ   (R8)(SI*1), SI
+	VXORPS X0, X0, X0
 
 loop:
 	TESTQ        DX, DX
 	JZ           done
+	VMOVDQU      32(AX), X1
+	VPSRLW       $0x04, X1, X2
+	VPAND        nibbleMask<>+0(SB), X2, X2
+	VPAND        nibbleMask<>+0(SB), X1, X1
+	VPUNPCKLBW   X2, X1, X3
+	VPUNPCKHBW   X2, X1, X1
+	VINSERTI128  $0x01, X1, Y3, Y1
+	VMOVDQU      (AX), Y2
+	VPUNPCKLBW   Y1, Y2, Y4
+	VPUNPCKHBW   Y1, Y2, Y1
+	VMOVDQU      Y4, (SP)
+	VMOVDQU      Y1, 32(SP)
+	VPBROADCASTQ 48(AX), Y1
+	VPSRLVQ      iq1mScaleShift<>+0(SB), Y1, Y1
+	VPCMPEQW     Y2, Y2, Y2
+	VPSRLW       $0x0d, Y2, Y2
+	VPAND        Y2, Y1, Y1
+	VPADDW       Y1, Y1, Y1
+	VPOR         ones16<>+0(SB), Y1, Y1
+	VPXOR        Y2, Y2, Y2
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
-	VPXOR        Y7, Y7, Y7
-	VPXOR        Y8, Y8, Y8
-	VPXOR        Y9, Y9, Y9
-	MOVBQZX      32(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      (AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X10
-	MOVBQZX      32(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      1(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	MOVBQZX      33(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      2(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X11
-	MOVBQZX      33(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      3(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVWQZX      48(AX), R9
-	MOVQ         R9, R10
-	SHRQ         $0x03, R10
-	ANDQ         $0x07, R9
-	ANDQ         $0x07, R10
-	LEAQ         1(R9)(R9*1), R9
-	LEAQ         1(R10)(R10*1), R10
-	SHLQ         $0x10, R10
-	ORQ          R10, R9
-	VMOVD        R9, X12
-	VPBROADCASTD X12, Y12
-	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
-	VPBROADCASTW 32(AX), Y13
-	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPXOR        Y13, Y12, Y14
-	VPSUBW       Y13, Y14, Y14
-	VPSLLW       $0x03, Y12, Y12
-	VMOVDQU      4(CX), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VMOVDQU      4(DI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VMOVDQU      4(R8), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VMOVDQU      4(SI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	MOVBQZX      34(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      4(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X10
-	MOVBQZX      34(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      5(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	MOVBQZX      35(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      6(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X11
-	MOVBQZX      35(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      7(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVWQZX      48(AX), R9
-	SHRQ         $0x06, R9
-	MOVQ         R9, R10
-	SHRQ         $0x03, R10
-	ANDQ         $0x07, R9
-	ANDQ         $0x07, R10
-	LEAQ         1(R9)(R9*1), R9
-	LEAQ         1(R10)(R10*1), R10
-	SHLQ         $0x10, R10
-	ORQ          R10, R9
-	VMOVD        R9, X12
-	VPBROADCASTD X12, Y12
-	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
-	VPBROADCASTW 34(AX), Y13
-	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPXOR        Y13, Y12, Y14
-	VPSUBW       Y13, Y14, Y14
-	VPSLLW       $0x03, Y12, Y12
-	VMOVDQU      36(CX), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VMOVDQU      36(DI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VMOVDQU      36(R8), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VMOVDQU      36(SI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	MOVBQZX      36(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      8(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X10
-	MOVBQZX      36(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      9(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	MOVBQZX      37(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      10(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X11
-	MOVBQZX      37(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      11(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVWQZX      50(AX), R9
-	MOVQ         R9, R10
-	SHRQ         $0x03, R10
-	ANDQ         $0x07, R9
-	ANDQ         $0x07, R10
-	LEAQ         1(R9)(R9*1), R9
-	LEAQ         1(R10)(R10*1), R10
-	SHLQ         $0x10, R10
-	ORQ          R10, R9
-	VMOVD        R9, X12
-	VPBROADCASTD X12, Y12
-	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
-	VPBROADCASTW 36(AX), Y13
-	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPXOR        Y13, Y12, Y14
-	VPSUBW       Y13, Y14, Y14
-	VPSLLW       $0x03, Y12, Y12
-	VMOVDQU      68(CX), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VMOVDQU      68(DI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VMOVDQU      68(R8), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VMOVDQU      68(SI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	MOVBQZX      38(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      12(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X10
-	MOVBQZX      38(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      13(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	MOVBQZX      39(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      14(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X11
-	MOVBQZX      39(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      15(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVWQZX      50(AX), R9
-	SHRQ         $0x06, R9
-	MOVQ         R9, R10
-	SHRQ         $0x03, R10
-	ANDQ         $0x07, R9
-	ANDQ         $0x07, R10
-	LEAQ         1(R9)(R9*1), R9
-	LEAQ         1(R10)(R10*1), R10
-	SHLQ         $0x10, R10
-	ORQ          R10, R9
-	VMOVD        R9, X12
-	VPBROADCASTD X12, Y12
-	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
-	VPBROADCASTW 38(AX), Y13
-	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPXOR        Y13, Y12, Y14
-	VPSUBW       Y13, Y14, Y14
-	VPSLLW       $0x03, Y12, Y12
-	VMOVDQU      100(CX), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VMOVDQU      100(DI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VMOVDQU      100(R8), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VMOVDQU      100(SI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	MOVBQZX      40(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      16(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X10
-	MOVBQZX      40(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      17(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	MOVBQZX      41(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      18(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X11
-	MOVBQZX      41(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      19(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVWQZX      52(AX), R9
-	MOVQ         R9, R10
-	SHRQ         $0x03, R10
-	ANDQ         $0x07, R9
-	ANDQ         $0x07, R10
-	LEAQ         1(R9)(R9*1), R9
-	LEAQ         1(R10)(R10*1), R10
-	SHLQ         $0x10, R10
-	ORQ          R10, R9
-	VMOVD        R9, X12
-	VPBROADCASTD X12, Y12
-	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
-	VPBROADCASTW 40(AX), Y13
-	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPXOR        Y13, Y12, Y14
-	VPSUBW       Y13, Y14, Y14
-	VPSLLW       $0x03, Y12, Y12
-	VMOVDQU      132(CX), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VMOVDQU      132(DI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VMOVDQU      132(R8), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VMOVDQU      132(SI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	MOVBQZX      42(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      20(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X10
-	MOVBQZX      42(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      21(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	MOVBQZX      43(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      22(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X11
-	MOVBQZX      43(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      23(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVWQZX      52(AX), R9
-	SHRQ         $0x06, R9
-	MOVQ         R9, R10
-	SHRQ         $0x03, R10
-	ANDQ         $0x07, R9
-	ANDQ         $0x07, R10
-	LEAQ         1(R9)(R9*1), R9
-	LEAQ         1(R10)(R10*1), R10
-	SHLQ         $0x10, R10
-	ORQ          R10, R9
-	VMOVD        R9, X12
-	VPBROADCASTD X12, Y12
-	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
-	VPBROADCASTW 42(AX), Y13
-	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPXOR        Y13, Y12, Y14
-	VPSUBW       Y13, Y14, Y14
-	VPSLLW       $0x03, Y12, Y12
-	VMOVDQU      164(CX), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VMOVDQU      164(DI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VMOVDQU      164(R8), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VMOVDQU      164(SI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	MOVBQZX      44(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      24(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X10
-	MOVBQZX      44(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      25(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	MOVBQZX      45(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      26(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X11
-	MOVBQZX      45(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      27(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVWQZX      54(AX), R9
-	MOVQ         R9, R10
-	SHRQ         $0x03, R10
-	ANDQ         $0x07, R9
-	ANDQ         $0x07, R10
-	LEAQ         1(R9)(R9*1), R9
-	LEAQ         1(R10)(R10*1), R10
-	SHLQ         $0x10, R10
-	ORQ          R10, R9
-	VMOVD        R9, X12
-	VPBROADCASTD X12, Y12
-	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
-	VPBROADCASTW 44(AX), Y13
-	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPXOR        Y13, Y12, Y14
-	VPSUBW       Y13, Y14, Y14
-	VPSLLW       $0x03, Y12, Y12
-	VMOVDQU      196(CX), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VMOVDQU      196(DI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VMOVDQU      196(R8), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VMOVDQU      196(SI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	MOVBQZX      46(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      28(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X10
-	MOVBQZX      46(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      29(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X10, X10
-	MOVBQZX      47(AX), R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      30(AX), R9
-	ORQ          R10, R9
-	VMOVQ        (BX)(R9*8), X11
-	MOVBQZX      47(AX), R10
-	SHRQ         $0x04, R10
-	ANDQ         $0x07, R10
-	SHLQ         $0x08, R10
-	MOVBQZX      31(AX), R9
-	ORQ          R10, R9
-	VPINSRQ      $0x01, (BX)(R9*8), X11, X11
-	VINSERTI128  $0x01, X11, Y10, Y11
-	MOVWQZX      54(AX), R9
-	SHRQ         $0x06, R9
-	MOVQ         R9, R10
-	SHRQ         $0x03, R10
-	ANDQ         $0x07, R9
-	ANDQ         $0x07, R10
-	LEAQ         1(R9)(R9*1), R9
-	LEAQ         1(R10)(R10*1), R10
-	SHLQ         $0x10, R10
-	ORQ          R10, R9
-	VMOVD        R9, X12
-	VPBROADCASTD X12, Y12
-	VPSHUFB      wordSplit<>+0(SB), Y12, Y12
-	VPBROADCASTW 46(AX), Y13
-	VPAND        iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPCMPEQW     iq1mDeltaBits<>+0(SB), Y13, Y13
-	VPXOR        Y13, Y12, Y14
-	VPSUBW       Y13, Y14, Y14
-	VPSLLW       $0x03, Y12, Y12
-	VMOVDQU      228(CX), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y6, Y6
-	VMOVDQU      228(DI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y7, Y7
-	VMOVDQU      228(R8), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y8, Y8
-	VMOVDQU      228(SI), Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y14, Y15, Y15
-	VPADDD       Y15, Y9, Y9
-	VPSIGNB      Y11, Y13, Y13
-	VPMADDUBSW   Y13, Y5, Y15
-	VPMADDWD     Y12, Y15, Y15
-	VPADDD       Y15, Y9, Y9
+	MOVWQZX      (SP), R9
+	VMOVQ        (BX)(R9*8), X3
+	MOVWQZX      2(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X3, X3
+	MOVWQZX      4(SP), R9
+	VMOVQ        (BX)(R9*8), X7
+	MOVWQZX      6(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y3, Y7
+	VPABSB       Y7, Y8
+	VPSHUFB      iq1mScalePick<>+0(SB), Y1, Y9
+	VMOVDQU      4(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VMOVDQU      4(DI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      4(R8), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      4(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	MOVWQZX      8(SP), R9
+	VMOVQ        (BX)(R9*8), X3
+	MOVWQZX      10(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X3, X3
+	MOVWQZX      12(SP), R9
+	VMOVQ        (BX)(R9*8), X7
+	MOVWQZX      14(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y3, Y7
+	VPABSB       Y7, Y8
+	VPSHUFB      iq1mScalePick<>+32(SB), Y1, Y9
+	VMOVDQU      36(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VMOVDQU      36(DI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      36(R8), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      36(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	MOVWQZX      32(SP), R9
+	VMOVQ        (BX)(R9*8), X3
+	MOVWQZX      34(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X3, X3
+	MOVWQZX      36(SP), R9
+	VMOVQ        (BX)(R9*8), X7
+	MOVWQZX      38(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y3, Y7
+	VPABSB       Y7, Y8
+	VPSHUFB      iq1mScalePick<>+64(SB), Y1, Y9
+	VMOVDQU      68(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VMOVDQU      68(DI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      68(R8), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      68(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	MOVWQZX      40(SP), R9
+	VMOVQ        (BX)(R9*8), X3
+	MOVWQZX      42(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X3, X3
+	MOVWQZX      44(SP), R9
+	VMOVQ        (BX)(R9*8), X7
+	MOVWQZX      46(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y3, Y7
+	VPABSB       Y7, Y8
+	VPSHUFB      iq1mScalePick<>+96(SB), Y1, Y9
+	VMOVDQU      100(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VMOVDQU      100(DI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      100(R8), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      100(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	MOVWQZX      16(SP), R9
+	VMOVQ        (BX)(R9*8), X3
+	MOVWQZX      18(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X3, X3
+	MOVWQZX      20(SP), R9
+	VMOVQ        (BX)(R9*8), X7
+	MOVWQZX      22(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y3, Y7
+	VPABSB       Y7, Y8
+	VPSHUFB      iq1mScalePick<>+128(SB), Y1, Y9
+	VMOVDQU      132(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VMOVDQU      132(DI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      132(R8), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      132(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	MOVWQZX      24(SP), R9
+	VMOVQ        (BX)(R9*8), X3
+	MOVWQZX      26(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X3, X3
+	MOVWQZX      28(SP), R9
+	VMOVQ        (BX)(R9*8), X7
+	MOVWQZX      30(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y3, Y7
+	VPABSB       Y7, Y8
+	VPSHUFB      iq1mScalePick<>+160(SB), Y1, Y9
+	VMOVDQU      164(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VMOVDQU      164(DI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      164(R8), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      164(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	MOVWQZX      48(SP), R9
+	VMOVQ        (BX)(R9*8), X3
+	MOVWQZX      50(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X3, X3
+	MOVWQZX      52(SP), R9
+	VMOVQ        (BX)(R9*8), X7
+	MOVWQZX      54(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y3, Y7
+	VPABSB       Y7, Y8
+	VPSHUFB      iq1mScalePick<>+192(SB), Y1, Y9
+	VMOVDQU      196(CX), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y2, Y2
+	VMOVDQU      196(DI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y4, Y4
+	VMOVDQU      196(R8), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y5, Y5
+	VMOVDQU      196(SI), Y10
+	VPSIGNB      Y7, Y10, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     Y9, Y10, Y10
+	VPADDD       Y10, Y6, Y6
+	MOVWQZX      56(SP), R9
+	VMOVQ        (BX)(R9*8), X3
+	MOVWQZX      58(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X3, X3
+	MOVWQZX      60(SP), R9
+	VMOVQ        (BX)(R9*8), X7
+	MOVWQZX      62(SP), R9
+	VPINSRQ      $0x01, (BX)(R9*8), X7, X7
+	VINSERTI128  $0x01, X7, Y3, Y7
+	VPABSB       Y7, Y8
+	VPSHUFB      iq1mScalePick<>+224(SB), Y1, Y1
+	VMOVDQU      228(CX), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPADDD       Y9, Y2, Y2
+	VMOVDQU      228(DI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPADDD       Y9, Y4, Y4
+	VMOVDQU      228(R8), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPADDD       Y9, Y5, Y5
+	VMOVDQU      228(SI), Y9
+	VPSIGNB      Y7, Y9, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     Y1, Y9, Y9
+	VPADDD       Y9, Y6, Y6
 	MOVWQZX      48(AX), R9
 	SHRQ         $0x0c, R9
 	MOVWQZX      50(AX), R10
@@ -36068,55 +35145,548 @@ loop:
 	MOVWQZX      54(AX), R10
 	ANDQ         $0x0000f000, R10
 	ORQ          R10, R9
-	VMOVD        R9, X10
-	VCVTPH2PS    X10, X10
-	VMULSS       (CX), X10, X11
-	VEXTRACTI128 $0x01, Y6, X12
-	VPADDD       X12, X6, X6
-	VPSHUFD      $0x4e, X6, X12
-	VPADDD       X12, X6, X6
-	VPSHUFD      $0xb1, X6, X12
-	VPADDD       X12, X6, X6
-	VCVTDQ2PS    X6, X6
-	VMULSS       X4, X6, X6
-	VMULSS       X6, X11, X11
-	VADDSS       X11, X0, X0
+	VMOVD        R9, X1
+	VCVTPH2PS    X1, X1
+	VBROADCASTSS X1, X1
+	VPHADDD      Y4, Y2, Y2
+	VPHADDD      Y6, Y5, Y4
+	VPHADDD      Y4, Y2, Y2
+	VEXTRACTI128 $0x01, Y2, X3
+	VPADDD       X3, X2, X2
+	VCVTDQ2PS    X2, X2
+	VMULPS       iq1mEighths<>+0(SB), X2, X2
+	VMOVSS       (CX), X3
+	VINSERTPS    $0x10, (DI), X3, X3
+	VINSERTPS    $0x20, (R8), X3, X3
+	VINSERTPS    $0x30, (SI), X3, X3
+	VMULPS       X1, X3, X3
+	VMULPS       X2, X3, X3
+	VADDPS       X3, X0, X0
 	ADDQ         $0x00000124, CX
-	VMULSS       (DI), X10, X6
-	VEXTRACTI128 $0x01, Y7, X11
-	VPADDD       X11, X7, X7
-	VPSHUFD      $0x4e, X7, X11
-	VPADDD       X11, X7, X7
-	VPSHUFD      $0xb1, X7, X11
-	VPADDD       X11, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       X4, X7, X7
-	VMULSS       X7, X6, X6
-	VADDSS       X6, X1, X1
 	ADDQ         $0x00000124, DI
-	VMULSS       (R8), X10, X6
-	VEXTRACTI128 $0x01, Y8, X7
-	VPADDD       X7, X8, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       X4, X7, X7
-	VMULSS       X7, X6, X6
-	VADDSS       X6, X2, X2
 	ADDQ         $0x00000124, R8
-	VMULSS       (SI), X10, X6
-	VEXTRACTI128 $0x01, Y9, X7
-	VPADDD       X7, X9, X7
-	VPSHUFD      $0x4e, X7, X8
-	VPADDD       X8, X7, X7
-	VPSHUFD      $0xb1, X7, X8
-	VPADDD       X8, X7, X7
-	VCVTDQ2PS    X7, X7
-	VMULSS       X4, X7, X7
-	VMULSS       X7, X6, X6
-	VADDSS       X6, X3, X3
+	ADDQ         $0x00000124, SI
+	ADDQ         $0x00000038, AX
+	DECQ         DX
+	JMP          loop
+
+done:
+	MOVQ    out+32(FP), AX
+	VMOVUPS X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotIQ1MAVX2x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotIQ1MAVX2x8(SB), NOSPLIT, $64-48
+	MOVQ    x+0(FP), AX
+	MOVQ    y+8(FP), CX
+	MOVQ    n+16(FP), DX
+	MOVQ    grid+40(FP), BX
+	MOVQ    stride+24(FP), SI
+	LEAQ    (CX)(SI*1), DI
+	LEAQ    (DI)(SI*1), R8
+	LEAQ    (R8)(SI*1), R9
+	LEAQ    (R9)(SI*1), R10
+	LEAQ    (R10)(SI*1), R11
+	LEAQ    (R11)(SI*1), R12
+	LEAQ    (R12)(SI*1), SI
+	MOVQ    out+32(FP), R13
+	VXORPS  X0, X0, X0
+	VMOVUPS X0, (R13)
+	VMOVUPS X0, 16(R13)
+
+loop:
+	TESTQ        DX, DX
+	JZ           done
+	VMOVDQU      32(AX), X0
+	VPSRLW       $0x04, X0, X1
+	VPAND        nibbleMask<>+0(SB), X1, X1
+	VPAND        nibbleMask<>+0(SB), X0, X0
+	VPUNPCKLBW   X1, X0, X2
+	VPUNPCKHBW   X1, X0, X0
+	VINSERTI128  $0x01, X0, Y2, Y0
+	VMOVDQU      (AX), Y1
+	VPUNPCKLBW   Y0, Y1, Y3
+	VPUNPCKHBW   Y0, Y1, Y0
+	VMOVDQU      Y3, (SP)
+	VMOVDQU      Y0, 32(SP)
+	VPBROADCASTQ 48(AX), Y0
+	VPSRLVQ      iq1mScaleShift<>+0(SB), Y0, Y0
+	VPCMPEQW     Y1, Y1, Y1
+	VPSRLW       $0x0d, Y1, Y1
+	VPAND        Y1, Y0, Y0
+	VPADDW       Y0, Y0, Y0
+	VPOR         ones16<>+0(SB), Y0, Y0
+	VPXOR        Y1, Y1, Y1
+	VPXOR        Y3, Y3, Y3
+	VPXOR        Y4, Y4, Y4
+	VPXOR        Y5, Y5, Y5
+	VPXOR        Y6, Y6, Y6
+	VPXOR        Y7, Y7, Y7
+	VPXOR        Y8, Y8, Y8
+	VPXOR        Y9, Y9, Y9
+	MOVWQZX      (SP), R14
+	VMOVQ        (BX)(R14*8), X2
+	MOVWQZX      2(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X2, X2
+	MOVWQZX      4(SP), R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVWQZX      6(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	VINSERTI128  $0x01, X10, Y2, Y10
+	VPABSB       Y10, Y11
+	VPSHUFB      iq1mScalePick<>+0(SB), Y0, Y12
+	VMOVDQU      4(CX), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y1, Y1
+	VMOVDQU      4(DI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y3, Y3
+	VMOVDQU      4(R8), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y4, Y4
+	VMOVDQU      4(R9), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      4(R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      4(R11), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      4(R12), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VMOVDQU      4(SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	MOVWQZX      8(SP), R14
+	VMOVQ        (BX)(R14*8), X2
+	MOVWQZX      10(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X2, X2
+	MOVWQZX      12(SP), R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVWQZX      14(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	VINSERTI128  $0x01, X10, Y2, Y10
+	VPABSB       Y10, Y11
+	VPSHUFB      iq1mScalePick<>+32(SB), Y0, Y12
+	VMOVDQU      36(CX), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y1, Y1
+	VMOVDQU      36(DI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y3, Y3
+	VMOVDQU      36(R8), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y4, Y4
+	VMOVDQU      36(R9), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      36(R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      36(R11), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      36(R12), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VMOVDQU      36(SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	MOVWQZX      32(SP), R14
+	VMOVQ        (BX)(R14*8), X2
+	MOVWQZX      34(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X2, X2
+	MOVWQZX      36(SP), R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVWQZX      38(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	VINSERTI128  $0x01, X10, Y2, Y10
+	VPABSB       Y10, Y11
+	VPSHUFB      iq1mScalePick<>+64(SB), Y0, Y12
+	VMOVDQU      68(CX), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y1, Y1
+	VMOVDQU      68(DI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y3, Y3
+	VMOVDQU      68(R8), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y4, Y4
+	VMOVDQU      68(R9), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      68(R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      68(R11), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      68(R12), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VMOVDQU      68(SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	MOVWQZX      40(SP), R14
+	VMOVQ        (BX)(R14*8), X2
+	MOVWQZX      42(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X2, X2
+	MOVWQZX      44(SP), R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVWQZX      46(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	VINSERTI128  $0x01, X10, Y2, Y10
+	VPABSB       Y10, Y11
+	VPSHUFB      iq1mScalePick<>+96(SB), Y0, Y12
+	VMOVDQU      100(CX), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y1, Y1
+	VMOVDQU      100(DI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y3, Y3
+	VMOVDQU      100(R8), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y4, Y4
+	VMOVDQU      100(R9), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      100(R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      100(R11), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      100(R12), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VMOVDQU      100(SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	MOVWQZX      16(SP), R14
+	VMOVQ        (BX)(R14*8), X2
+	MOVWQZX      18(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X2, X2
+	MOVWQZX      20(SP), R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVWQZX      22(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	VINSERTI128  $0x01, X10, Y2, Y10
+	VPABSB       Y10, Y11
+	VPSHUFB      iq1mScalePick<>+128(SB), Y0, Y12
+	VMOVDQU      132(CX), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y1, Y1
+	VMOVDQU      132(DI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y3, Y3
+	VMOVDQU      132(R8), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y4, Y4
+	VMOVDQU      132(R9), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      132(R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      132(R11), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      132(R12), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VMOVDQU      132(SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	MOVWQZX      24(SP), R14
+	VMOVQ        (BX)(R14*8), X2
+	MOVWQZX      26(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X2, X2
+	MOVWQZX      28(SP), R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVWQZX      30(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	VINSERTI128  $0x01, X10, Y2, Y10
+	VPABSB       Y10, Y11
+	VPSHUFB      iq1mScalePick<>+160(SB), Y0, Y12
+	VMOVDQU      164(CX), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y1, Y1
+	VMOVDQU      164(DI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y3, Y3
+	VMOVDQU      164(R8), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y4, Y4
+	VMOVDQU      164(R9), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      164(R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      164(R11), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      164(R12), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VMOVDQU      164(SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	MOVWQZX      48(SP), R14
+	VMOVQ        (BX)(R14*8), X2
+	MOVWQZX      50(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X2, X2
+	MOVWQZX      52(SP), R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVWQZX      54(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	VINSERTI128  $0x01, X10, Y2, Y10
+	VPABSB       Y10, Y11
+	VPSHUFB      iq1mScalePick<>+192(SB), Y0, Y12
+	VMOVDQU      196(CX), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y1, Y1
+	VMOVDQU      196(DI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y3, Y3
+	VMOVDQU      196(R8), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y4, Y4
+	VMOVDQU      196(R9), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y5, Y5
+	VMOVDQU      196(R10), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y6, Y6
+	VMOVDQU      196(R11), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y7, Y7
+	VMOVDQU      196(R12), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y8, Y8
+	VMOVDQU      196(SI), Y13
+	VPSIGNB      Y10, Y13, Y13
+	VPMADDUBSW   Y13, Y11, Y13
+	VPMADDWD     Y12, Y13, Y13
+	VPADDD       Y13, Y9, Y9
+	MOVWQZX      56(SP), R14
+	VMOVQ        (BX)(R14*8), X2
+	MOVWQZX      58(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X2, X2
+	MOVWQZX      60(SP), R14
+	VMOVQ        (BX)(R14*8), X10
+	MOVWQZX      62(SP), R14
+	VPINSRQ      $0x01, (BX)(R14*8), X10, X10
+	VINSERTI128  $0x01, X10, Y2, Y10
+	VPABSB       Y10, Y11
+	VPSHUFB      iq1mScalePick<>+224(SB), Y0, Y0
+	VMOVDQU      228(CX), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y12, Y1, Y1
+	VMOVDQU      228(DI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y12, Y3, Y3
+	VMOVDQU      228(R8), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y12, Y4, Y4
+	VMOVDQU      228(R9), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y12, Y5, Y5
+	VMOVDQU      228(R10), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y12, Y6, Y6
+	VMOVDQU      228(R11), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y12, Y7, Y7
+	VMOVDQU      228(R12), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y12, Y8, Y8
+	VMOVDQU      228(SI), Y12
+	VPSIGNB      Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y11, Y12
+	VPMADDWD     Y0, Y12, Y12
+	VPADDD       Y12, Y9, Y9
+	MOVWQZX      48(AX), R14
+	SHRQ         $0x0c, R14
+	MOVWQZX      50(AX), R15
+	SHRQ         $0x08, R15
+	ANDQ         $0x000000f0, R15
+	ORQ          R15, R14
+	MOVWQZX      52(AX), R15
+	SHRQ         $0x04, R15
+	ANDQ         $0x00000f00, R15
+	ORQ          R15, R14
+	MOVWQZX      54(AX), R15
+	ANDQ         $0x0000f000, R15
+	ORQ          R15, R14
+	VMOVD        R14, X0
+	VCVTPH2PS    X0, X0
+	VBROADCASTSS X0, X0
+	VPHADDD      Y3, Y1, Y1
+	VPHADDD      Y5, Y4, Y3
+	VPHADDD      Y3, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X2
+	VPADDD       X2, X1, X1
+	VCVTDQ2PS    X1, X1
+	VMULPS       iq1mEighths<>+0(SB), X1, X1
+	VMOVSS       (CX), X2
+	VINSERTPS    $0x10, (DI), X2, X2
+	VINSERTPS    $0x20, (R8), X2, X2
+	VINSERTPS    $0x30, (R9), X2, X2
+	VMULPS       X0, X2, X2
+	VMULPS       X1, X2, X2
+	VADDPS       (R13), X2, X2
+	VMOVUPS      X2, (R13)
+	VPHADDD      Y7, Y6, Y1
+	VPHADDD      Y9, Y8, Y3
+	VPHADDD      Y3, Y1, Y1
+	VEXTRACTI128 $0x01, Y1, X2
+	VPADDD       X2, X1, X1
+	VCVTDQ2PS    X1, X1
+	VMULPS       iq1mEighths<>+0(SB), X1, X1
+	VMOVSS       (R10), X2
+	VINSERTPS    $0x10, (R11), X2, X2
+	VINSERTPS    $0x20, (R12), X2, X2
+	VINSERTPS    $0x30, (SI), X2, X2
+	VMULPS       X0, X2, X2
+	VMULPS       X1, X2, X2
+	VADDPS       16(R13), X2, X2
+	VMOVUPS      X2, 16(R13)
+	ADDQ         $0x00000124, CX
+	ADDQ         $0x00000124, DI
+	ADDQ         $0x00000124, R8
+	ADDQ         $0x00000124, R9
+	ADDQ         $0x00000124, R10
+	ADDQ         $0x00000124, R11
+	ADDQ         $0x00000124, R12
 	ADDQ         $0x00000124, SI
 	ADDQ         $0x00000038, AX
 	DECQ         DX
@@ -36124,11 +35694,6 @@ loop:
 
 done:
 	VZEROUPPER
-	MOVQ   out+32(FP), AX
-	VMOVSS X0, (AX)
-	VMOVSS X1, 4(AX)
-	VMOVSS X2, 8(AX)
-	VMOVSS X3, 12(AX)
 	RET
 
 // func dotF32AVX2(x *byte, y *float32, n int) float32

@@ -23,12 +23,12 @@ import (
 // and multi-token forms of them (below) taking the rows and tokens left. TQ2_0 and TQ1_0 have AVX2
 // row kernels (dotTQ2_0AVX2, dotTQ1_0AVX2, _asm/ternary.go) with the block
 // reference's bits (dotKRowGeneric over refquants.go's block dots), and so do
-// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ1_M (_asm/lattice.go, over
-// iquants.go's); IQ3_S's (dotIQ3SAVX2) has dotIQ3SRowGeneric's, ggml's float
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS (_asm/lattice.go) and IQ1_M (_asm/iq1m2.go,
+// from the table iq1mWGrid), over iquants.go's; IQ3_S's (dotIQ3SAVX2) has dotIQ3SRowGeneric's, ggml's float
 // order, and IQ1_S's (dotIQ1SAVX2, _asm/iq1s.go) dotIQ1SRowGeneric's. IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S and IQ1_M also have four-
 // and two-token forms (…x4, …x2: dotLatticeRows) for prompts, decoding each group
 // once for the tokens (with AVX-512 also eight-token ones, …AVX512x8, for all but
-// IQ1_S and IQ1_M), and TQ1_0 a two-token form (dotTQ1_0Rows), each block's
+// IQ1_S and IQ1_M; IQ1_M has an AVX2 eight-token one, dotIQ1MAVX2x8), and TQ1_0 a two-token form (dotTQ1_0Rows), each block's
 // trits found once for both, with the same bits;
 // Q4_1 and Q5_1 have four- and two-token forms (dotQ4_1AVX2t4, t2: dotQ4_1Rows;
 // dotQ5_1AVX2t4, t2: dotQ5_1Rows), each block unpacked once for the tokens, and

@@ -594,6 +594,11 @@ func dotIQ1SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte
 //go:noescape
 func dotIQ1MAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 
+// dotIQ1MAVX2x8 sets out[t] = dotIQ1MAVX2(x, y+t·stride, n, grid) for t < 8.
+//
+//go:noescape
+func dotIQ1MAVX2x8(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
+
 // dotF32AVX2 is the dot product of n (a multiple of 8) F32 weights at x with float32s at y.
 //
 //go:noescape
