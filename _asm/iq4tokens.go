@@ -232,3 +232,75 @@ func dotIQ4XSAVX2Tokens(T int) {
 	Label(name + "_done")
 	iq4StoreTokens(sum)
 }
+
+// dotIQ4NLAVX2Rows4 emits dotIQ4_NLAVX2r4: four IQ4_NL rows (rb bytes apart)
+// against one token, each block's activations loaded once for the rows, the
+// four rows' float steps in one vector (decoding on AVX2 machines).
+func dotIQ4NLAVX2Rows4() {
+	name := "dotIQ4_NLAVX2r4"
+	TEXT(name, NOSPLIT, "func(x *byte, rb int, y *byte, n int, out *float32)")
+	Pragma("noescape")
+	Doc(name + " sets out[r] = dotIQ4_NLAVX2(x+r·rb, y, n) for r < 4.")
+	x, rb, y, n := GP64(), GP64(), GP64(), GP64()
+	Load(Param("x"), x)
+	Load(Param("rb"), rb)
+	Load(Param("y"), y)
+	Load(Param("n"), n)
+	rb3 := GP64()
+	LEAQ(Mem{Base: rb, Index: rb, Scale: 2}, rb3)
+	rowMem := func(r, disp int) Mem {
+		switch r {
+		case 0:
+			return Mem{Base: x, Disp: disp}
+		case 3:
+			return Mem{Base: x, Index: rb3, Scale: 1, Disp: disp}
+		}
+		return Mem{Base: x, Index: rb, Scale: uint8(r), Disp: disp}
+	}
+	ones, m4, tbl := YMM(), YMM(), YMM()
+	VMOVDQU(ones16, ones)
+	VMOVDQU(nibbleMask, m4)
+	VMOVDQU(iq4nlTable, tbl)
+	sum := XMM()
+	VXORPS(sum, sum, sum)
+
+	Label(name + "_loop")
+	TESTQ(n, n)
+	JZ(LabelRef(name + "_done"))
+	qy := YMM()
+	VMOVDQU(Mem{Base: y, Disp: q8QS}, qy)
+	p := make([]VecVirtual, 4)
+	for r := range p {
+		qx, ax := iq4Levels(rowMem(r, 2), m4, tbl, true)
+		s := YMM()
+		VPSIGNB(qx, qy, s)
+		p[r] = YMM()
+		VPMADDUBSW(s, ax, p[r])
+		VPMADDWD(ones, p[r], p[r])
+	}
+	f := iq4TokenSums(p)
+	VCVTDQ2PS(f, f)
+	xh := XMM()
+	for r := 0; r < 4; r++ {
+		g := GP32()
+		MOVWLZX(rowMem(r, 0), g)
+		if r == 0 {
+			VMOVD(g, xh)
+		} else {
+			VPINSRW(U8(r), g, xh, xh)
+		}
+	}
+	d := XMM()
+	VCVTPH2PS(xh, d)
+	yd := XMM()
+	VBROADCASTSS(Mem{Base: y}, yd)
+	VMULPS(yd, d, d)       // f16(x.d)·y.d, per row
+	VFMADD231PS(f, d, sum) // sum = fma(isum, f16(x.d)·y.d, sum)
+	ADDQ(U8(q40Size), x)
+	ADDQ(U8(q8Size), y)
+	DECQ(n)
+	JMP(LabelRef(name + "_loop"))
+
+	Label(name + "_done")
+	iq4StoreTokens(sum)
+}

@@ -6963,6 +6963,88 @@ dotIQ4XSAVX2x8_done:
 	VZEROUPPER
 	RET
 
+// func dotIQ4_NLAVX2r4(x *byte, rb int, y *byte, n int, out *float32)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotIQ4_NLAVX2r4(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    rb+8(FP), CX
+	MOVQ    y+16(FP), DX
+	MOVQ    n+24(FP), BX
+	LEAQ    (CX)(CX*2), SI
+	VMOVDQU ones16<>+0(SB), Y0
+	VMOVDQU nibbleMask<>+0(SB), Y1
+	VMOVDQU iq4nlTable<>+0(SB), Y2
+	VXORPS  X3, X3, X3
+
+dotIQ4_NLAVX2r4_loop:
+	TESTQ        BX, BX
+	JZ           dotIQ4_NLAVX2r4_done
+	VMOVDQU      8(DX), Y4
+	VMOVDQU      2(AX), X5
+	VPSRLW       $0x04, X5, X6
+	VINSERTI128  $0x01, X6, Y5, Y6
+	VPAND        Y1, Y6, Y6
+	VPSHUFB      Y6, Y2, Y6
+	VPABSB       Y6, Y7
+	VPSIGNB      Y6, Y4, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPMADDWD     Y0, Y6, Y6
+	VMOVDQU      2(AX)(CX*1), X5
+	VPSRLW       $0x04, X5, X7
+	VINSERTI128  $0x01, X7, Y5, Y7
+	VPAND        Y1, Y7, Y7
+	VPSHUFB      Y7, Y2, Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y4, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     Y0, Y7, Y7
+	VMOVDQU      2(AX)(CX*2), X5
+	VPSRLW       $0x04, X5, X8
+	VINSERTI128  $0x01, X8, Y5, Y8
+	VPAND        Y1, Y8, Y8
+	VPSHUFB      Y8, Y2, Y8
+	VPABSB       Y8, Y9
+	VPSIGNB      Y8, Y4, Y8
+	VPMADDUBSW   Y8, Y9, Y8
+	VPMADDWD     Y0, Y8, Y8
+	VMOVDQU      2(AX)(SI*1), X5
+	VPSRLW       $0x04, X5, X9
+	VINSERTI128  $0x01, X9, Y5, Y9
+	VPAND        Y1, Y9, Y9
+	VPSHUFB      Y9, Y2, Y9
+	VPABSB       Y9, Y10
+	VPSIGNB      Y9, Y4, Y4
+	VPMADDUBSW   Y4, Y10, Y4
+	VPMADDWD     Y0, Y4, Y4
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y4, Y8, Y4
+	VPHADDD      Y4, Y6, Y6
+	VEXTRACTI128 $0x01, Y6, X4
+	VPADDD       X6, X4, X4
+	VCVTDQ2PS    X4, X4
+	MOVWLZX      (AX), DI
+	VMOVD        DI, X5
+	MOVWLZX      (AX)(CX*1), DI
+	VPINSRW      $0x01, DI, X5, X5
+	MOVWLZX      (AX)(CX*2), DI
+	VPINSRW      $0x02, DI, X5, X5
+	MOVWLZX      (AX)(SI*1), DI
+	VPINSRW      $0x03, DI, X5, X5
+	VCVTPH2PS    X5, X5
+	VBROADCASTSS (DX), X6
+	VMULPS       X6, X5, X5
+	VFMADD231PS  X4, X5, X3
+	ADDQ         $0x12, AX
+	ADDQ         $0x28, DX
+	DECQ         BX
+	JMP          dotIQ4_NLAVX2r4_loop
+
+dotIQ4_NLAVX2r4_done:
+	MOVQ    out+32(FP), AX
+	VMOVUPS X3, (AX)
+	VZEROUPPER
+	RET
+
 // func dotQ4_1AVX2(x *byte, y *byte, n int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotQ4_1AVX2(SB), NOSPLIT, $0-28
