@@ -357,8 +357,18 @@ func dotIQ2SAVX2(tokens int) {
 // iq3SGroup adds the scaled products of IQ3_S's 32 weights ib to acc: the low
 // 8 bits of eight grid indices at 2+8ib, their ninth bits in the byte at 66+ib,
 // the sign bits at 74+4ib, the 4-bit scale in the byte at 106+ib/2.
-func iq3SGroup(x, y, grid GPVirtual, ib int, acc VecVirtual, local Mem) {
-	g := iq3sGather(x, grid, ib, local)
+func iq3SGroup(x, y, grid GPVirtual, ib int, acc VecVirtual) {
+	qh := GP64()
+	MOVBQZX(Mem{Base: x, Disp: 66 + ib}, qh)
+	g := gather4(grid, func(k int) GPVirtual {
+		r, t := GP64(), GP64()
+		MOVQ(qh, t)
+		SHLQ(U8(8-k), t)
+		ANDQ(U32(256), t)
+		MOVBQZX(Mem{Base: x, Disp: 2 + 8*ib + k}, r)
+		ORQ(t, r)
+		return r
+	})
 	q := YMM()
 	VMOVDQU(Mem{Base: y, Disp: q8KQS + 32*ib}, q)
 	bitSigns(Mem{Base: x, Disp: 74 + 4*ib}, q)
@@ -380,7 +390,6 @@ func dotIQ3SAVX2() {
 	Pragma("noescape")
 	Doc("dotIQ3SAVX2 is the dot product of n IQ3_S blocks at x with n q8KBlocks at y in ggml's float order; grid is the type's grid.")
 	x, y, n, grid := latticeParams()
-	local := AllocLocal(32)
 	facc := YMM()
 	VXORPS(facc, facc, facc)
 
@@ -390,7 +399,7 @@ func dotIQ3SAVX2() {
 	acc := YMM()
 	VPXOR(acc, acc, acc)
 	for ib := 0; ib < 8; ib++ {
-		iq3SGroup(x, y, grid, ib, acc, local)
+		iq3SGroup(x, y, grid, ib, acc)
 	}
 	VCVTDQ2PS(acc, acc)
 	d := blockD(x, y)
@@ -559,7 +568,6 @@ func dotIQ3SAVX2Tokens(tokens int) {
 	Doc(fmt.Sprintf("%s sets out[t] = dotIQ3SAVX2(x, y+t·stride, n, grid) for t < %d.", name, tokens))
 	x, y, n, grid := latticeParams()
 	ys := tokenRows(y, tokens)
-	local := AllocLocal(32)
 	facc := make([]VecVirtual, tokens)
 	for t := range facc {
 		facc[t] = YMM()
@@ -575,7 +583,17 @@ func dotIQ3SAVX2Tokens(tokens int) {
 		VPXOR(acc[t], acc[t], acc[t])
 	}
 	for ib := 0; ib < 8; ib++ {
-		g := iq3sGather(x, grid, ib, local)
+		qh := GP64()
+		MOVBQZX(Mem{Base: x, Disp: 66 + ib}, qh)
+		g := gather4(grid, func(k int) GPVirtual {
+			r, t := GP64(), GP64()
+			MOVQ(qh, t)
+			SHLQ(U8(8-k), t)
+			ANDQ(U32(256), t)
+			MOVBQZX(Mem{Base: x, Disp: 2 + 8*ib + k}, r)
+			ORQ(t, r)
+			return r
+		})
 		m := YMM()
 		VPBROADCASTD(Mem{Base: x, Disp: 74 + 4*ib}, m)
 		VPSHUFB(q5Spread, m, m)

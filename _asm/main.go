@@ -129,7 +129,6 @@ func main() {
 		dotIQ2XSAVX2(tokens)
 		dotIQ2SAVX2(tokens)
 	}
-	iq3sIdxConstants()
 	dotIQ3SAVX2()
 	dotIQ3SAVX2Tokens(2)
 	dotIQ3SAVX2Tokens(4)

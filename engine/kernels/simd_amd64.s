@@ -15350,21 +15350,9 @@ done:
 	VMOVSS X3, 12(AX)
 	RET
 
-DATA iq3sIdxShift<>+0(SB)/8, $0x0000000700000008
-DATA iq3sIdxShift<>+8(SB)/8, $0x0000000500000006
-DATA iq3sIdxShift<>+16(SB)/8, $0x0000000300000004
-DATA iq3sIdxShift<>+24(SB)/8, $0x0000000100000002
-GLOBL iq3sIdxShift<>(SB), RODATA|NOPTR, $32
-
-DATA iq3sIdxMask<>+0(SB)/8, $0x0000010000000100
-DATA iq3sIdxMask<>+8(SB)/8, $0x0000010000000100
-DATA iq3sIdxMask<>+16(SB)/8, $0x0000010000000100
-DATA iq3sIdxMask<>+24(SB)/8, $0x0000010000000100
-GLOBL iq3sIdxMask<>(SB), RODATA|NOPTR, $32
-
 // func dotIQ3SAVX2(x *byte, y *byte, n int, grid *byte) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
-TEXT ·dotIQ3SAVX2(SB), NOSPLIT, $32-36
+TEXT ·dotIQ3SAVX2(SB), NOSPLIT, $0-36
 	MOVQ   x+0(FP), AX
 	MOVQ   y+8(FP), CX
 	MOVQ   n+16(FP), DX
@@ -15375,317 +15363,533 @@ loop:
 	TESTQ        DX, DX
 	JZ           done
 	VPXOR        Y1, Y1, Y1
-	VPMOVZXBD    2(AX), Y2
-	VPBROADCASTD 66(AX), Y3
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y3, Y3
-	VPAND        iq3sIdxMask<>+0(SB), Y3, Y3
-	VPOR         Y3, Y2, Y2
-	VMOVDQU      Y2, (SP)
-	MOVL         (SP), SI
-	VMOVD        (BX)(SI*4), X4
-	MOVL         4(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X4, X4
-	MOVL         8(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X4, X4
-	MOVL         12(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X4, X4
-	MOVL         16(SP), SI
-	VMOVD        (BX)(SI*4), X2
-	MOVL         20(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X2, X2
-	MOVL         24(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X2, X2
-	MOVL         28(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X2, X2
-	VINSERTI128  $0x01, X2, Y4, Y2
-	VMOVDQU      4(CX), Y3
+	MOVBQZX      66(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      2(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      3(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      4(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      5(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      6(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      7(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      8(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      9(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      4(CX), Y4
 	VPBROADCASTD 74(AX), Y5
 	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
 	VPAND        q5Bits<>+0(SB), Y5, Y5
 	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
-	VPXOR        Y5, Y3, Y3
-	VPSUBB       Y5, Y3, Y3
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
 	MOVBQZX      106(AX), SI
 	ANDQ         $0x0f, SI
 	LEAQ         1(SI)(SI*1), SI
 	VMOVD        SI, X5
 	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y3, Y2, Y2
-	VPMADDWD     Y5, Y2, Y2
-	VPADDD       Y2, Y1, Y1
-	VPMOVZXBD    10(AX), Y2
-	VPBROADCASTD 67(AX), Y3
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y3, Y3
-	VPAND        iq3sIdxMask<>+0(SB), Y3, Y3
-	VPOR         Y3, Y2, Y2
-	VMOVDQU      Y2, (SP)
-	MOVL         (SP), SI
-	VMOVD        (BX)(SI*4), X4
-	MOVL         4(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X4, X4
-	MOVL         8(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X4, X4
-	MOVL         12(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X4, X4
-	MOVL         16(SP), SI
-	VMOVD        (BX)(SI*4), X2
-	MOVL         20(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X2, X2
-	MOVL         24(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X2, X2
-	MOVL         28(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X2, X2
-	VINSERTI128  $0x01, X2, Y4, Y2
-	VMOVDQU      36(CX), Y3
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBQZX      67(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      10(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      11(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      12(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      13(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      14(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      15(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      16(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      17(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      36(CX), Y4
 	VPBROADCASTD 78(AX), Y5
 	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
 	VPAND        q5Bits<>+0(SB), Y5, Y5
 	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
-	VPXOR        Y5, Y3, Y3
-	VPSUBB       Y5, Y3, Y3
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
 	MOVBQZX      106(AX), SI
 	SHRQ         $0x04, SI
 	LEAQ         1(SI)(SI*1), SI
 	VMOVD        SI, X5
 	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y3, Y2, Y2
-	VPMADDWD     Y5, Y2, Y2
-	VPADDD       Y2, Y1, Y1
-	VPMOVZXBD    18(AX), Y2
-	VPBROADCASTD 68(AX), Y3
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y3, Y3
-	VPAND        iq3sIdxMask<>+0(SB), Y3, Y3
-	VPOR         Y3, Y2, Y2
-	VMOVDQU      Y2, (SP)
-	MOVL         (SP), SI
-	VMOVD        (BX)(SI*4), X4
-	MOVL         4(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X4, X4
-	MOVL         8(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X4, X4
-	MOVL         12(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X4, X4
-	MOVL         16(SP), SI
-	VMOVD        (BX)(SI*4), X2
-	MOVL         20(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X2, X2
-	MOVL         24(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X2, X2
-	MOVL         28(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X2, X2
-	VINSERTI128  $0x01, X2, Y4, Y2
-	VMOVDQU      68(CX), Y3
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBQZX      68(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      18(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      19(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      20(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      21(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      22(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      23(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      24(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      25(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      68(CX), Y4
 	VPBROADCASTD 82(AX), Y5
 	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
 	VPAND        q5Bits<>+0(SB), Y5, Y5
 	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
-	VPXOR        Y5, Y3, Y3
-	VPSUBB       Y5, Y3, Y3
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
 	MOVBQZX      107(AX), SI
 	ANDQ         $0x0f, SI
 	LEAQ         1(SI)(SI*1), SI
 	VMOVD        SI, X5
 	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y3, Y2, Y2
-	VPMADDWD     Y5, Y2, Y2
-	VPADDD       Y2, Y1, Y1
-	VPMOVZXBD    26(AX), Y2
-	VPBROADCASTD 69(AX), Y3
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y3, Y3
-	VPAND        iq3sIdxMask<>+0(SB), Y3, Y3
-	VPOR         Y3, Y2, Y2
-	VMOVDQU      Y2, (SP)
-	MOVL         (SP), SI
-	VMOVD        (BX)(SI*4), X4
-	MOVL         4(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X4, X4
-	MOVL         8(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X4, X4
-	MOVL         12(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X4, X4
-	MOVL         16(SP), SI
-	VMOVD        (BX)(SI*4), X2
-	MOVL         20(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X2, X2
-	MOVL         24(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X2, X2
-	MOVL         28(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X2, X2
-	VINSERTI128  $0x01, X2, Y4, Y2
-	VMOVDQU      100(CX), Y3
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBQZX      69(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      26(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      27(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      28(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      29(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      30(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      31(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      32(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      33(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      100(CX), Y4
 	VPBROADCASTD 86(AX), Y5
 	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
 	VPAND        q5Bits<>+0(SB), Y5, Y5
 	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
-	VPXOR        Y5, Y3, Y3
-	VPSUBB       Y5, Y3, Y3
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
 	MOVBQZX      107(AX), SI
 	SHRQ         $0x04, SI
 	LEAQ         1(SI)(SI*1), SI
 	VMOVD        SI, X5
 	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y3, Y2, Y2
-	VPMADDWD     Y5, Y2, Y2
-	VPADDD       Y2, Y1, Y1
-	VPMOVZXBD    34(AX), Y2
-	VPBROADCASTD 70(AX), Y3
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y3, Y3
-	VPAND        iq3sIdxMask<>+0(SB), Y3, Y3
-	VPOR         Y3, Y2, Y2
-	VMOVDQU      Y2, (SP)
-	MOVL         (SP), SI
-	VMOVD        (BX)(SI*4), X4
-	MOVL         4(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X4, X4
-	MOVL         8(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X4, X4
-	MOVL         12(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X4, X4
-	MOVL         16(SP), SI
-	VMOVD        (BX)(SI*4), X2
-	MOVL         20(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X2, X2
-	MOVL         24(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X2, X2
-	MOVL         28(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X2, X2
-	VINSERTI128  $0x01, X2, Y4, Y2
-	VMOVDQU      132(CX), Y3
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBQZX      70(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      34(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      35(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      36(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      37(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      38(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      39(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      40(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      41(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      132(CX), Y4
 	VPBROADCASTD 90(AX), Y5
 	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
 	VPAND        q5Bits<>+0(SB), Y5, Y5
 	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
-	VPXOR        Y5, Y3, Y3
-	VPSUBB       Y5, Y3, Y3
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
 	MOVBQZX      108(AX), SI
 	ANDQ         $0x0f, SI
 	LEAQ         1(SI)(SI*1), SI
 	VMOVD        SI, X5
 	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y3, Y2, Y2
-	VPMADDWD     Y5, Y2, Y2
-	VPADDD       Y2, Y1, Y1
-	VPMOVZXBD    42(AX), Y2
-	VPBROADCASTD 71(AX), Y3
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y3, Y3
-	VPAND        iq3sIdxMask<>+0(SB), Y3, Y3
-	VPOR         Y3, Y2, Y2
-	VMOVDQU      Y2, (SP)
-	MOVL         (SP), SI
-	VMOVD        (BX)(SI*4), X4
-	MOVL         4(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X4, X4
-	MOVL         8(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X4, X4
-	MOVL         12(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X4, X4
-	MOVL         16(SP), SI
-	VMOVD        (BX)(SI*4), X2
-	MOVL         20(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X2, X2
-	MOVL         24(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X2, X2
-	MOVL         28(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X2, X2
-	VINSERTI128  $0x01, X2, Y4, Y2
-	VMOVDQU      164(CX), Y3
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBQZX      71(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      42(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      43(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      44(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      45(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      46(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      47(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      48(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      49(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      164(CX), Y4
 	VPBROADCASTD 94(AX), Y5
 	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
 	VPAND        q5Bits<>+0(SB), Y5, Y5
 	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
-	VPXOR        Y5, Y3, Y3
-	VPSUBB       Y5, Y3, Y3
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
 	MOVBQZX      108(AX), SI
 	SHRQ         $0x04, SI
 	LEAQ         1(SI)(SI*1), SI
 	VMOVD        SI, X5
 	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y3, Y2, Y2
-	VPMADDWD     Y5, Y2, Y2
-	VPADDD       Y2, Y1, Y1
-	VPMOVZXBD    50(AX), Y2
-	VPBROADCASTD 72(AX), Y3
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y3, Y3
-	VPAND        iq3sIdxMask<>+0(SB), Y3, Y3
-	VPOR         Y3, Y2, Y2
-	VMOVDQU      Y2, (SP)
-	MOVL         (SP), SI
-	VMOVD        (BX)(SI*4), X4
-	MOVL         4(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X4, X4
-	MOVL         8(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X4, X4
-	MOVL         12(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X4, X4
-	MOVL         16(SP), SI
-	VMOVD        (BX)(SI*4), X2
-	MOVL         20(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X2, X2
-	MOVL         24(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X2, X2
-	MOVL         28(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X2, X2
-	VINSERTI128  $0x01, X2, Y4, Y2
-	VMOVDQU      196(CX), Y3
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBQZX      72(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      50(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      51(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      52(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      53(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      54(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      55(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      56(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      57(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      196(CX), Y4
 	VPBROADCASTD 98(AX), Y5
 	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
 	VPAND        q5Bits<>+0(SB), Y5, Y5
 	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
-	VPXOR        Y5, Y3, Y3
-	VPSUBB       Y5, Y3, Y3
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
 	MOVBQZX      109(AX), SI
 	ANDQ         $0x0f, SI
 	LEAQ         1(SI)(SI*1), SI
 	VMOVD        SI, X5
 	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y3, Y2, Y2
-	VPMADDWD     Y5, Y2, Y2
-	VPADDD       Y2, Y1, Y1
-	VPMOVZXBD    58(AX), Y2
-	VPBROADCASTD 73(AX), Y3
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y3, Y3
-	VPAND        iq3sIdxMask<>+0(SB), Y3, Y3
-	VPOR         Y3, Y2, Y2
-	VMOVDQU      Y2, (SP)
-	MOVL         (SP), SI
-	VMOVD        (BX)(SI*4), X4
-	MOVL         4(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X4, X4
-	MOVL         8(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X4, X4
-	MOVL         12(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X4, X4
-	MOVL         16(SP), SI
-	VMOVD        (BX)(SI*4), X2
-	MOVL         20(SP), SI
-	VPINSRD      $0x01, (BX)(SI*4), X2, X2
-	MOVL         24(SP), SI
-	VPINSRD      $0x02, (BX)(SI*4), X2, X2
-	MOVL         28(SP), SI
-	VPINSRD      $0x03, (BX)(SI*4), X2, X2
-	VINSERTI128  $0x01, X2, Y4, Y2
-	VMOVDQU      228(CX), Y3
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
+	MOVBQZX      73(AX), SI
+	MOVQ         SI, R8
+	SHLQ         $0x08, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      58(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X2
+	MOVQ         SI, R8
+	SHLQ         $0x07, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      59(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x06, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      60(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x05, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      61(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X2, X2
+	MOVQ         SI, R8
+	SHLQ         $0x04, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      62(AX), DI
+	ORQ          R8, DI
+	VMOVD        (BX)(DI*4), X3
+	MOVQ         SI, R8
+	SHLQ         $0x03, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      63(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x01, (BX)(DI*4), X3, X3
+	MOVQ         SI, R8
+	SHLQ         $0x02, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      64(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x02, (BX)(DI*4), X3, X3
+	MOVQ         SI, DI
+	SHLQ         $0x01, DI
+	ANDQ         $0x00000100, DI
+	MOVBQZX      65(AX), SI
+	ORQ          DI, SI
+	VPINSRD      $0x03, (BX)(SI*4), X3, X3
+	VINSERTI128  $0x01, X3, Y2, Y3
+	VMOVDQU      228(CX), Y4
 	VPBROADCASTD 102(AX), Y5
 	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
 	VPAND        q5Bits<>+0(SB), Y5, Y5
 	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
-	VPXOR        Y5, Y3, Y3
-	VPSUBB       Y5, Y3, Y3
+	VPXOR        Y5, Y4, Y4
+	VPSUBB       Y5, Y4, Y4
 	MOVBQZX      109(AX), SI
 	SHRQ         $0x04, SI
 	LEAQ         1(SI)(SI*1), SI
 	VMOVD        SI, X5
 	VPBROADCASTW X5, Y5
-	VPMADDUBSW   Y3, Y2, Y2
-	VPMADDWD     Y5, Y2, Y2
-	VPADDD       Y2, Y1, Y1
+	VPMADDUBSW   Y4, Y3, Y3
+	VPMADDWD     Y5, Y3, Y3
+	VPADDD       Y3, Y1, Y1
 	VCVTDQ2PS    Y1, Y1
 	MOVWLZX      (AX), SI
 	VMOVD        SI, X2
 	VCVTPH2PS    X2, X2
 	VMULSS       (CX), X2, X2
-	VBROADCASTSS X2, Y2
-	VFMADD231PS  Y1, Y2, Y0
+	VBROADCASTSS X2, Y3
+	VFMADD231PS  Y1, Y3, Y0
 	ADDQ         $0x0000006e, AX
 	ADDQ         $0x00000124, CX
 	DECQ         DX
@@ -15704,7 +15908,7 @@ done:
 
 // func dotIQ3SAVX2x2(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotIQ3SAVX2x2(SB), NOSPLIT, $32-48
+TEXT ·dotIQ3SAVX2x2(SB), NOSPLIT, $0-48
 	MOVQ   x+0(FP), AX
 	MOVQ   y+8(FP), CX
 	MOVQ   n+16(FP), DX
@@ -15719,365 +15923,581 @@ loop:
 	JZ           done
 	VPXOR        Y2, Y2, Y2
 	VPXOR        Y3, Y3, Y3
-	VPMOVZXBD    2(AX), Y4
-	VPBROADCASTD 66(AX), Y5
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y5, Y5
-	VPAND        iq3sIdxMask<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	MOVL         (SP), DI
-	VMOVD        (BX)(DI*4), X6
-	MOVL         4(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X6, X6
-	MOVL         8(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X6, X6
-	MOVL         12(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X6, X6
-	MOVL         16(SP), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVL         20(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVL         24(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVL         28(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
-	VINSERTI128  $0x01, X4, Y6, Y4
-	VPBROADCASTD 74(AX), Y5
-	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
-	VPAND        q5Bits<>+0(SB), Y5, Y5
-	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	MOVBQZX      66(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      2(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      3(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      4(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      5(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      6(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      7(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      8(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      9(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 74(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
 	MOVBQZX      106(AX), DI
 	ANDQ         $0x0f, DI
 	LEAQ         1(DI)(DI*1), DI
 	VMOVD        DI, X7
 	VPBROADCASTW X7, Y7
 	VMOVDQU      4(CX), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y2, Y2
 	VMOVDQU      4(SI), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y4
-	VPMADDWD     Y7, Y4, Y4
-	VPADDD       Y4, Y3, Y3
-	VPMOVZXBD    10(AX), Y4
-	VPBROADCASTD 67(AX), Y5
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y5, Y5
-	VPAND        iq3sIdxMask<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	MOVL         (SP), DI
-	VMOVD        (BX)(DI*4), X6
-	MOVL         4(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X6, X6
-	MOVL         8(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X6, X6
-	MOVL         12(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X6, X6
-	MOVL         16(SP), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVL         20(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVL         24(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVL         28(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
-	VINSERTI128  $0x01, X4, Y6, Y4
-	VPBROADCASTD 78(AX), Y5
-	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
-	VPAND        q5Bits<>+0(SB), Y5, Y5
-	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      67(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      10(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      11(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      12(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      13(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      14(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      15(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      16(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      17(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 78(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
 	MOVBQZX      106(AX), DI
 	SHRQ         $0x04, DI
 	LEAQ         1(DI)(DI*1), DI
 	VMOVD        DI, X7
 	VPBROADCASTW X7, Y7
 	VMOVDQU      36(CX), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y2, Y2
 	VMOVDQU      36(SI), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y4
-	VPMADDWD     Y7, Y4, Y4
-	VPADDD       Y4, Y3, Y3
-	VPMOVZXBD    18(AX), Y4
-	VPBROADCASTD 68(AX), Y5
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y5, Y5
-	VPAND        iq3sIdxMask<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	MOVL         (SP), DI
-	VMOVD        (BX)(DI*4), X6
-	MOVL         4(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X6, X6
-	MOVL         8(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X6, X6
-	MOVL         12(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X6, X6
-	MOVL         16(SP), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVL         20(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVL         24(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVL         28(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
-	VINSERTI128  $0x01, X4, Y6, Y4
-	VPBROADCASTD 82(AX), Y5
-	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
-	VPAND        q5Bits<>+0(SB), Y5, Y5
-	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      68(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      18(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      19(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      20(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      21(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      22(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      23(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      24(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      25(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 82(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
 	MOVBQZX      107(AX), DI
 	ANDQ         $0x0f, DI
 	LEAQ         1(DI)(DI*1), DI
 	VMOVD        DI, X7
 	VPBROADCASTW X7, Y7
 	VMOVDQU      68(CX), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y2, Y2
 	VMOVDQU      68(SI), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y4
-	VPMADDWD     Y7, Y4, Y4
-	VPADDD       Y4, Y3, Y3
-	VPMOVZXBD    26(AX), Y4
-	VPBROADCASTD 69(AX), Y5
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y5, Y5
-	VPAND        iq3sIdxMask<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	MOVL         (SP), DI
-	VMOVD        (BX)(DI*4), X6
-	MOVL         4(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X6, X6
-	MOVL         8(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X6, X6
-	MOVL         12(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X6, X6
-	MOVL         16(SP), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVL         20(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVL         24(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVL         28(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
-	VINSERTI128  $0x01, X4, Y6, Y4
-	VPBROADCASTD 86(AX), Y5
-	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
-	VPAND        q5Bits<>+0(SB), Y5, Y5
-	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      69(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      26(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      27(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      28(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      29(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      30(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      31(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      32(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      33(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 86(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
 	MOVBQZX      107(AX), DI
 	SHRQ         $0x04, DI
 	LEAQ         1(DI)(DI*1), DI
 	VMOVD        DI, X7
 	VPBROADCASTW X7, Y7
 	VMOVDQU      100(CX), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y2, Y2
 	VMOVDQU      100(SI), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y4
-	VPMADDWD     Y7, Y4, Y4
-	VPADDD       Y4, Y3, Y3
-	VPMOVZXBD    34(AX), Y4
-	VPBROADCASTD 70(AX), Y5
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y5, Y5
-	VPAND        iq3sIdxMask<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	MOVL         (SP), DI
-	VMOVD        (BX)(DI*4), X6
-	MOVL         4(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X6, X6
-	MOVL         8(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X6, X6
-	MOVL         12(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X6, X6
-	MOVL         16(SP), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVL         20(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVL         24(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVL         28(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
-	VINSERTI128  $0x01, X4, Y6, Y4
-	VPBROADCASTD 90(AX), Y5
-	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
-	VPAND        q5Bits<>+0(SB), Y5, Y5
-	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      70(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      34(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      35(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      36(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      37(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      38(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      39(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      40(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      41(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 90(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
 	MOVBQZX      108(AX), DI
 	ANDQ         $0x0f, DI
 	LEAQ         1(DI)(DI*1), DI
 	VMOVD        DI, X7
 	VPBROADCASTW X7, Y7
 	VMOVDQU      132(CX), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y2, Y2
 	VMOVDQU      132(SI), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y4
-	VPMADDWD     Y7, Y4, Y4
-	VPADDD       Y4, Y3, Y3
-	VPMOVZXBD    42(AX), Y4
-	VPBROADCASTD 71(AX), Y5
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y5, Y5
-	VPAND        iq3sIdxMask<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	MOVL         (SP), DI
-	VMOVD        (BX)(DI*4), X6
-	MOVL         4(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X6, X6
-	MOVL         8(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X6, X6
-	MOVL         12(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X6, X6
-	MOVL         16(SP), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVL         20(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVL         24(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVL         28(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
-	VINSERTI128  $0x01, X4, Y6, Y4
-	VPBROADCASTD 94(AX), Y5
-	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
-	VPAND        q5Bits<>+0(SB), Y5, Y5
-	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      71(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      42(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      43(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      44(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      45(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      46(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      47(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      48(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      49(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 94(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
 	MOVBQZX      108(AX), DI
 	SHRQ         $0x04, DI
 	LEAQ         1(DI)(DI*1), DI
 	VMOVD        DI, X7
 	VPBROADCASTW X7, Y7
 	VMOVDQU      164(CX), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y2, Y2
 	VMOVDQU      164(SI), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y4
-	VPMADDWD     Y7, Y4, Y4
-	VPADDD       Y4, Y3, Y3
-	VPMOVZXBD    50(AX), Y4
-	VPBROADCASTD 72(AX), Y5
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y5, Y5
-	VPAND        iq3sIdxMask<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	MOVL         (SP), DI
-	VMOVD        (BX)(DI*4), X6
-	MOVL         4(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X6, X6
-	MOVL         8(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X6, X6
-	MOVL         12(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X6, X6
-	MOVL         16(SP), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVL         20(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVL         24(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVL         28(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
-	VINSERTI128  $0x01, X4, Y6, Y4
-	VPBROADCASTD 98(AX), Y5
-	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
-	VPAND        q5Bits<>+0(SB), Y5, Y5
-	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      72(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      50(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      51(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      52(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      53(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      54(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      55(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      56(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      57(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 98(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
 	MOVBQZX      109(AX), DI
 	ANDQ         $0x0f, DI
 	LEAQ         1(DI)(DI*1), DI
 	VMOVD        DI, X7
 	VPBROADCASTW X7, Y7
 	VMOVDQU      196(CX), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y2, Y2
 	VMOVDQU      196(SI), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y4
-	VPMADDWD     Y7, Y4, Y4
-	VPADDD       Y4, Y3, Y3
-	VPMOVZXBD    58(AX), Y4
-	VPBROADCASTD 73(AX), Y5
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y5, Y5
-	VPAND        iq3sIdxMask<>+0(SB), Y5, Y5
-	VPOR         Y5, Y4, Y4
-	VMOVDQU      Y4, (SP)
-	MOVL         (SP), DI
-	VMOVD        (BX)(DI*4), X6
-	MOVL         4(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X6, X6
-	MOVL         8(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X6, X6
-	MOVL         12(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X6, X6
-	MOVL         16(SP), DI
-	VMOVD        (BX)(DI*4), X4
-	MOVL         20(SP), DI
-	VPINSRD      $0x01, (BX)(DI*4), X4, X4
-	MOVL         24(SP), DI
-	VPINSRD      $0x02, (BX)(DI*4), X4, X4
-	MOVL         28(SP), DI
-	VPINSRD      $0x03, (BX)(DI*4), X4, X4
-	VINSERTI128  $0x01, X4, Y6, Y4
-	VPBROADCASTD 102(AX), Y5
-	VPSHUFB      q5Spread<>+0(SB), Y5, Y5
-	VPAND        q5Bits<>+0(SB), Y5, Y5
-	VPCMPEQB     q5Bits<>+0(SB), Y5, Y5
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
+	MOVBQZX      73(AX), DI
+	MOVQ         DI, R9
+	SHLQ         $0x08, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      58(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X4
+	MOVQ         DI, R9
+	SHLQ         $0x07, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      59(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x06, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      60(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x05, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      61(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x03, (BX)(R8*4), X4, X4
+	MOVQ         DI, R9
+	SHLQ         $0x04, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      62(AX), R8
+	ORQ          R9, R8
+	VMOVD        (BX)(R8*4), X5
+	MOVQ         DI, R9
+	SHLQ         $0x03, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      63(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x01, (BX)(R8*4), X5, X5
+	MOVQ         DI, R9
+	SHLQ         $0x02, R9
+	ANDQ         $0x00000100, R9
+	MOVBQZX      64(AX), R8
+	ORQ          R9, R8
+	VPINSRD      $0x02, (BX)(R8*4), X5, X5
+	MOVQ         DI, R8
+	SHLQ         $0x01, R8
+	ANDQ         $0x00000100, R8
+	MOVBQZX      65(AX), DI
+	ORQ          R8, DI
+	VPINSRD      $0x03, (BX)(DI*4), X5, X5
+	VINSERTI128  $0x01, X5, Y4, Y5
+	VPBROADCASTD 102(AX), Y6
+	VPSHUFB      q5Spread<>+0(SB), Y6, Y6
+	VPAND        q5Bits<>+0(SB), Y6, Y6
+	VPCMPEQB     q5Bits<>+0(SB), Y6, Y6
 	MOVBQZX      109(AX), DI
 	SHRQ         $0x04, DI
 	LEAQ         1(DI)(DI*1), DI
 	VMOVD        DI, X7
 	VPBROADCASTW X7, Y7
 	VMOVDQU      228(CX), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y8
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y8
 	VPMADDWD     Y7, Y8, Y8
 	VPADDD       Y8, Y2, Y2
 	VMOVDQU      228(SI), Y8
-	VPXOR        Y5, Y8, Y8
-	VPSUBB       Y5, Y8, Y8
-	VPMADDUBSW   Y8, Y4, Y4
-	VPMADDWD     Y7, Y4, Y4
-	VPADDD       Y4, Y3, Y3
+	VPXOR        Y6, Y8, Y8
+	VPSUBB       Y6, Y8, Y8
+	VPMADDUBSW   Y8, Y5, Y5
+	VPMADDWD     Y7, Y5, Y5
+	VPADDD       Y5, Y3, Y3
 	VCVTDQ2PS    Y2, Y2
 	MOVWLZX      (AX), DI
 	VMOVD        DI, X4
 	VCVTPH2PS    X4, X4
 	VMULSS       (CX), X4, X4
-	VBROADCASTSS X4, Y4
-	VFMADD231PS  Y2, Y4, Y0
+	VBROADCASTSS X4, Y5
+	VFMADD231PS  Y2, Y5, Y0
 	ADDQ         $0x00000124, CX
 	VCVTDQ2PS    Y3, Y3
 	MOVWLZX      (AX), DI
@@ -16112,7 +16532,7 @@ done:
 
 // func dotIQ3SAVX2x4(x *byte, y *byte, n int, stride int, out *float32, grid *byte)
 // Requires: AVX, AVX2, F16C, FMA3
-TEXT ·dotIQ3SAVX2x4(SB), NOSPLIT, $32-48
+TEXT ·dotIQ3SAVX2x4(SB), NOSPLIT, $0-48
 	MOVQ   x+0(FP), AX
 	MOVQ   y+8(FP), CX
 	MOVQ   n+16(FP), DX
@@ -16133,461 +16553,677 @@ loop:
 	VPXOR        Y5, Y5, Y5
 	VPXOR        Y6, Y6, Y6
 	VPXOR        Y7, Y7, Y7
-	VPMOVZXBD    2(AX), Y8
-	VPBROADCASTD 66(AX), Y9
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y9, Y9
-	VPAND        iq3sIdxMask<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VMOVDQU      Y8, (SP)
-	MOVL         (SP), R9
-	VMOVD        (BX)(R9*4), X10
-	MOVL         4(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X10, X10
-	MOVL         8(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X10, X10
-	MOVL         12(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X10, X10
-	MOVL         16(SP), R9
-	VMOVD        (BX)(R9*4), X8
-	MOVL         20(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X8, X8
-	MOVL         24(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X8, X8
-	MOVL         28(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X8, X8
-	VINSERTI128  $0x01, X8, Y10, Y8
-	VPBROADCASTD 74(AX), Y9
-	VPSHUFB      q5Spread<>+0(SB), Y9, Y9
-	VPAND        q5Bits<>+0(SB), Y9, Y9
-	VPCMPEQB     q5Bits<>+0(SB), Y9, Y9
+	MOVBQZX      66(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      2(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      3(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      4(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      5(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      6(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      7(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      8(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      9(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 74(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
 	MOVBQZX      106(AX), R9
 	ANDQ         $0x0f, R9
 	LEAQ         1(R9)(R9*1), R9
 	VMOVD        R9, X11
 	VPBROADCASTW X11, Y11
 	VMOVDQU      4(CX), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y4, Y4
 	VMOVDQU      4(DI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y5, Y5
 	VMOVDQU      4(R8), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
 	VMOVDQU      4(SI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y8
-	VPMADDWD     Y11, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VPMOVZXBD    10(AX), Y8
-	VPBROADCASTD 67(AX), Y9
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y9, Y9
-	VPAND        iq3sIdxMask<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VMOVDQU      Y8, (SP)
-	MOVL         (SP), R9
-	VMOVD        (BX)(R9*4), X10
-	MOVL         4(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X10, X10
-	MOVL         8(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X10, X10
-	MOVL         12(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X10, X10
-	MOVL         16(SP), R9
-	VMOVD        (BX)(R9*4), X8
-	MOVL         20(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X8, X8
-	MOVL         24(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X8, X8
-	MOVL         28(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X8, X8
-	VINSERTI128  $0x01, X8, Y10, Y8
-	VPBROADCASTD 78(AX), Y9
-	VPSHUFB      q5Spread<>+0(SB), Y9, Y9
-	VPAND        q5Bits<>+0(SB), Y9, Y9
-	VPCMPEQB     q5Bits<>+0(SB), Y9, Y9
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      67(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      10(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      11(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      12(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      13(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      14(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      15(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      16(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      17(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 78(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
 	MOVBQZX      106(AX), R9
 	SHRQ         $0x04, R9
 	LEAQ         1(R9)(R9*1), R9
 	VMOVD        R9, X11
 	VPBROADCASTW X11, Y11
 	VMOVDQU      36(CX), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y4, Y4
 	VMOVDQU      36(DI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y5, Y5
 	VMOVDQU      36(R8), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
 	VMOVDQU      36(SI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y8
-	VPMADDWD     Y11, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VPMOVZXBD    18(AX), Y8
-	VPBROADCASTD 68(AX), Y9
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y9, Y9
-	VPAND        iq3sIdxMask<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VMOVDQU      Y8, (SP)
-	MOVL         (SP), R9
-	VMOVD        (BX)(R9*4), X10
-	MOVL         4(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X10, X10
-	MOVL         8(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X10, X10
-	MOVL         12(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X10, X10
-	MOVL         16(SP), R9
-	VMOVD        (BX)(R9*4), X8
-	MOVL         20(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X8, X8
-	MOVL         24(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X8, X8
-	MOVL         28(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X8, X8
-	VINSERTI128  $0x01, X8, Y10, Y8
-	VPBROADCASTD 82(AX), Y9
-	VPSHUFB      q5Spread<>+0(SB), Y9, Y9
-	VPAND        q5Bits<>+0(SB), Y9, Y9
-	VPCMPEQB     q5Bits<>+0(SB), Y9, Y9
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      68(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      18(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      19(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      20(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      21(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      22(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      23(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      24(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      25(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 82(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
 	MOVBQZX      107(AX), R9
 	ANDQ         $0x0f, R9
 	LEAQ         1(R9)(R9*1), R9
 	VMOVD        R9, X11
 	VPBROADCASTW X11, Y11
 	VMOVDQU      68(CX), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y4, Y4
 	VMOVDQU      68(DI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y5, Y5
 	VMOVDQU      68(R8), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
 	VMOVDQU      68(SI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y8
-	VPMADDWD     Y11, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VPMOVZXBD    26(AX), Y8
-	VPBROADCASTD 69(AX), Y9
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y9, Y9
-	VPAND        iq3sIdxMask<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VMOVDQU      Y8, (SP)
-	MOVL         (SP), R9
-	VMOVD        (BX)(R9*4), X10
-	MOVL         4(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X10, X10
-	MOVL         8(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X10, X10
-	MOVL         12(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X10, X10
-	MOVL         16(SP), R9
-	VMOVD        (BX)(R9*4), X8
-	MOVL         20(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X8, X8
-	MOVL         24(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X8, X8
-	MOVL         28(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X8, X8
-	VINSERTI128  $0x01, X8, Y10, Y8
-	VPBROADCASTD 86(AX), Y9
-	VPSHUFB      q5Spread<>+0(SB), Y9, Y9
-	VPAND        q5Bits<>+0(SB), Y9, Y9
-	VPCMPEQB     q5Bits<>+0(SB), Y9, Y9
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      69(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      26(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      27(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      28(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      29(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      30(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      31(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      32(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      33(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 86(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
 	MOVBQZX      107(AX), R9
 	SHRQ         $0x04, R9
 	LEAQ         1(R9)(R9*1), R9
 	VMOVD        R9, X11
 	VPBROADCASTW X11, Y11
 	VMOVDQU      100(CX), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y4, Y4
 	VMOVDQU      100(DI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y5, Y5
 	VMOVDQU      100(R8), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
 	VMOVDQU      100(SI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y8
-	VPMADDWD     Y11, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VPMOVZXBD    34(AX), Y8
-	VPBROADCASTD 70(AX), Y9
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y9, Y9
-	VPAND        iq3sIdxMask<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VMOVDQU      Y8, (SP)
-	MOVL         (SP), R9
-	VMOVD        (BX)(R9*4), X10
-	MOVL         4(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X10, X10
-	MOVL         8(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X10, X10
-	MOVL         12(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X10, X10
-	MOVL         16(SP), R9
-	VMOVD        (BX)(R9*4), X8
-	MOVL         20(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X8, X8
-	MOVL         24(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X8, X8
-	MOVL         28(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X8, X8
-	VINSERTI128  $0x01, X8, Y10, Y8
-	VPBROADCASTD 90(AX), Y9
-	VPSHUFB      q5Spread<>+0(SB), Y9, Y9
-	VPAND        q5Bits<>+0(SB), Y9, Y9
-	VPCMPEQB     q5Bits<>+0(SB), Y9, Y9
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      70(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      34(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      35(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      36(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      37(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      38(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      39(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      40(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      41(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 90(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
 	MOVBQZX      108(AX), R9
 	ANDQ         $0x0f, R9
 	LEAQ         1(R9)(R9*1), R9
 	VMOVD        R9, X11
 	VPBROADCASTW X11, Y11
 	VMOVDQU      132(CX), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y4, Y4
 	VMOVDQU      132(DI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y5, Y5
 	VMOVDQU      132(R8), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
 	VMOVDQU      132(SI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y8
-	VPMADDWD     Y11, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VPMOVZXBD    42(AX), Y8
-	VPBROADCASTD 71(AX), Y9
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y9, Y9
-	VPAND        iq3sIdxMask<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VMOVDQU      Y8, (SP)
-	MOVL         (SP), R9
-	VMOVD        (BX)(R9*4), X10
-	MOVL         4(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X10, X10
-	MOVL         8(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X10, X10
-	MOVL         12(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X10, X10
-	MOVL         16(SP), R9
-	VMOVD        (BX)(R9*4), X8
-	MOVL         20(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X8, X8
-	MOVL         24(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X8, X8
-	MOVL         28(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X8, X8
-	VINSERTI128  $0x01, X8, Y10, Y8
-	VPBROADCASTD 94(AX), Y9
-	VPSHUFB      q5Spread<>+0(SB), Y9, Y9
-	VPAND        q5Bits<>+0(SB), Y9, Y9
-	VPCMPEQB     q5Bits<>+0(SB), Y9, Y9
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      71(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      42(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      43(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      44(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      45(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      46(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      47(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      48(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      49(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 94(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
 	MOVBQZX      108(AX), R9
 	SHRQ         $0x04, R9
 	LEAQ         1(R9)(R9*1), R9
 	VMOVD        R9, X11
 	VPBROADCASTW X11, Y11
 	VMOVDQU      164(CX), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y4, Y4
 	VMOVDQU      164(DI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y5, Y5
 	VMOVDQU      164(R8), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
 	VMOVDQU      164(SI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y8
-	VPMADDWD     Y11, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VPMOVZXBD    50(AX), Y8
-	VPBROADCASTD 72(AX), Y9
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y9, Y9
-	VPAND        iq3sIdxMask<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VMOVDQU      Y8, (SP)
-	MOVL         (SP), R9
-	VMOVD        (BX)(R9*4), X10
-	MOVL         4(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X10, X10
-	MOVL         8(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X10, X10
-	MOVL         12(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X10, X10
-	MOVL         16(SP), R9
-	VMOVD        (BX)(R9*4), X8
-	MOVL         20(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X8, X8
-	MOVL         24(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X8, X8
-	MOVL         28(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X8, X8
-	VINSERTI128  $0x01, X8, Y10, Y8
-	VPBROADCASTD 98(AX), Y9
-	VPSHUFB      q5Spread<>+0(SB), Y9, Y9
-	VPAND        q5Bits<>+0(SB), Y9, Y9
-	VPCMPEQB     q5Bits<>+0(SB), Y9, Y9
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      72(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      50(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      51(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      52(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      53(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      54(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      55(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      56(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      57(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 98(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
 	MOVBQZX      109(AX), R9
 	ANDQ         $0x0f, R9
 	LEAQ         1(R9)(R9*1), R9
 	VMOVD        R9, X11
 	VPBROADCASTW X11, Y11
 	VMOVDQU      196(CX), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y4, Y4
 	VMOVDQU      196(DI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y5, Y5
 	VMOVDQU      196(R8), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
 	VMOVDQU      196(SI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y8
-	VPMADDWD     Y11, Y8, Y8
-	VPADDD       Y8, Y7, Y7
-	VPMOVZXBD    58(AX), Y8
-	VPBROADCASTD 73(AX), Y9
-	VPSLLVD      iq3sIdxShift<>+0(SB), Y9, Y9
-	VPAND        iq3sIdxMask<>+0(SB), Y9, Y9
-	VPOR         Y9, Y8, Y8
-	VMOVDQU      Y8, (SP)
-	MOVL         (SP), R9
-	VMOVD        (BX)(R9*4), X10
-	MOVL         4(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X10, X10
-	MOVL         8(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X10, X10
-	MOVL         12(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X10, X10
-	MOVL         16(SP), R9
-	VMOVD        (BX)(R9*4), X8
-	MOVL         20(SP), R9
-	VPINSRD      $0x01, (BX)(R9*4), X8, X8
-	MOVL         24(SP), R9
-	VPINSRD      $0x02, (BX)(R9*4), X8, X8
-	MOVL         28(SP), R9
-	VPINSRD      $0x03, (BX)(R9*4), X8, X8
-	VINSERTI128  $0x01, X8, Y10, Y8
-	VPBROADCASTD 102(AX), Y9
-	VPSHUFB      q5Spread<>+0(SB), Y9, Y9
-	VPAND        q5Bits<>+0(SB), Y9, Y9
-	VPCMPEQB     q5Bits<>+0(SB), Y9, Y9
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
+	MOVBQZX      73(AX), R9
+	MOVQ         R9, R11
+	SHLQ         $0x08, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      58(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X8
+	MOVQ         R9, R11
+	SHLQ         $0x07, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      59(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x06, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      60(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x05, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      61(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x03, (BX)(R10*4), X8, X8
+	MOVQ         R9, R11
+	SHLQ         $0x04, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      62(AX), R10
+	ORQ          R11, R10
+	VMOVD        (BX)(R10*4), X9
+	MOVQ         R9, R11
+	SHLQ         $0x03, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      63(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x01, (BX)(R10*4), X9, X9
+	MOVQ         R9, R11
+	SHLQ         $0x02, R11
+	ANDQ         $0x00000100, R11
+	MOVBQZX      64(AX), R10
+	ORQ          R11, R10
+	VPINSRD      $0x02, (BX)(R10*4), X9, X9
+	MOVQ         R9, R10
+	SHLQ         $0x01, R10
+	ANDQ         $0x00000100, R10
+	MOVBQZX      65(AX), R9
+	ORQ          R10, R9
+	VPINSRD      $0x03, (BX)(R9*4), X9, X9
+	VINSERTI128  $0x01, X9, Y8, Y9
+	VPBROADCASTD 102(AX), Y10
+	VPSHUFB      q5Spread<>+0(SB), Y10, Y10
+	VPAND        q5Bits<>+0(SB), Y10, Y10
+	VPCMPEQB     q5Bits<>+0(SB), Y10, Y10
 	MOVBQZX      109(AX), R9
 	SHRQ         $0x04, R9
 	LEAQ         1(R9)(R9*1), R9
 	VMOVD        R9, X11
 	VPBROADCASTW X11, Y11
 	VMOVDQU      228(CX), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y4, Y4
 	VMOVDQU      228(DI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y5, Y5
 	VMOVDQU      228(R8), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y12
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y12
 	VPMADDWD     Y11, Y12, Y12
 	VPADDD       Y12, Y6, Y6
 	VMOVDQU      228(SI), Y12
-	VPXOR        Y9, Y12, Y12
-	VPSUBB       Y9, Y12, Y12
-	VPMADDUBSW   Y12, Y8, Y8
-	VPMADDWD     Y11, Y8, Y8
-	VPADDD       Y8, Y7, Y7
+	VPXOR        Y10, Y12, Y12
+	VPSUBB       Y10, Y12, Y12
+	VPMADDUBSW   Y12, Y9, Y9
+	VPMADDWD     Y11, Y9, Y9
+	VPADDD       Y9, Y7, Y7
 	VCVTDQ2PS    Y4, Y4
 	MOVWLZX      (AX), R9
 	VMOVD        R9, X8
 	VCVTPH2PS    X8, X8
 	VMULSS       (CX), X8, X8
-	VBROADCASTSS X8, Y8
-	VFMADD231PS  Y4, Y8, Y0
+	VBROADCASTSS X8, Y9
+	VFMADD231PS  Y4, Y9, Y0
 	ADDQ         $0x00000124, CX
 	VCVTDQ2PS    Y5, Y5
 	MOVWLZX      (AX), R9
