@@ -101,7 +101,6 @@ func main() {
 		dotIQ4NLAVX2Tokens(t)
 		dotIQ4XSAVX2Tokens(t)
 	}
-	dotIQ4NLAVX2Rows4()
 	dotQ4_1AVX2()
 	dotQ5_1AVX2()
 	for _, typ := range []string{"Q4_1", "Q5_1"} {

@@ -62,22 +62,3 @@ func dotIQ4XSRows(out []float32, row []byte, y []q8KBlock, nb int) {
 		out[t] = dotIQ4XSRow(row, y[t*nb:(t+1)*nb])
 	}
 }
-
-// iq4NLRows is fastRows for IQ4_NL on AVX2 machines (AVX-512 takes the
-// 16-row outer-product kernels): four rows a call through dotIQ4_NLAVX2r4,
-// each output the row kernel's bits; it returns the first row it left.
-func (m *matMul) iq4NLRows(lo, hi int) int {
-	nb := m.a.cols / qk0
-	if nb == 0 {
-		return lo
-	}
-	_ = m.a.q8[nb-1]
-	y := (*byte)(unsafe.Pointer(&m.a.q8[0]))
-	r := lo
-	for ; r+4 <= hi; r += 4 {
-		_ = m.w.Data[(r+4)*m.rb-1]
-		_ = m.dst[r+3]
-		dotIQ4_NLAVX2r4(&m.w.Data[r*m.rb], m.rb, y, nb, &m.dst[r])
-	}
-	return r
-}

@@ -164,11 +164,6 @@ func dotIQ4_NLAVX2x8(x *byte, y *byte, n int, stride int, out *float32)
 //go:noescape
 func dotIQ4XSAVX2x8(x *byte, y *byte, n int, stride int, out *float32)
 
-// dotIQ4_NLAVX2r4 sets out[r] = dotIQ4_NLAVX2(x+r·rb, y, n) for r < 4.
-//
-//go:noescape
-func dotIQ4_NLAVX2r4(x *byte, rb int, y *byte, n int, out *float32)
-
 // dotQ4_1AVX2 is the dot product of n Q4_1 blocks at x with n q8_1Blocks at y.
 //
 //go:noescape

@@ -119,9 +119,6 @@ func (m *matMul) fastRows(lo, hi int) int {
 		return m.qx1Rows(lo, hi)
 	}
 	if !useAVX512 {
-		if useAVX2 && m.w.Type == IQ4_NL {
-			return m.iq4NLRows(lo, hi)
-		}
 		return lo
 	}
 	if m.w.Type == BF16 {
