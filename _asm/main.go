@@ -106,6 +106,10 @@ func main() {
 	}
 	dot0AVX2("IQ4_NL")
 	dotIQ4XSAVX2()
+	for _, t := range []int{4, 8} {
+		dotIQ4NLAVX2Tokens(t)
+		dotIQ4XSAVX2Tokens(t)
+	}
 	dotQ4_1AVX2()
 	dotQ5_1AVX2()
 	for _, typ := range []string{"Q4_1", "Q5_1"} {

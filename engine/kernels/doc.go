@@ -151,7 +151,9 @@
 // tokens' int16-sized accumulators packed per vector for the scales and the
 // reduction; q4KRowVNNI: a verification step's positions), 2-4 tokens four rows at a
 // time (q4KRows4); IQ4_NL
-// and Q5_0 decoding 16 rows per AVX-512 call; Q4_1 and Q5_1, in ggml's 8-lane
+// and Q5_0 decoding 16 rows per AVX-512 call (IQ4_NL's and IQ4_XS's prompts
+// on AVX2: one row against 8 or 4 tokens, dotIQ4NLRows and dotIQ4XSRows,
+// _asm/iq4tokens.go); Q4_1 and Q5_1, in ggml's 8-lane
 // order, 16 rows against 1 or 2 tokens per AVX-512 call, one register per lane of
 // the 8 holding it for the 16 rows (dotQ4_1AVX512x16t1, t2; lanesTokens); Q5_K,
 // Q6_K and Q3_K, in that order too, take no tiles (Q3_K: one row against 2 or 4

@@ -378,8 +378,8 @@ func dotQ8_0RowsGeneric(out []float32, row []byte, y []q8Block, nb int) {
 func dotRows(wt Type, row []byte, a *acts, out []float32) { dotRowsAt(wt, row, a, 0, out) }
 
 // dotRowsAt sets out[i] = dotRow(wt, row, a, t0+i): through the batched kernels where
-// a type has them (Q4_K, Q5_K, Q6_K, Q3_K, Q8_0, Q4_1, Q5_1, TQ1_0, IQ3_S and the
-// lattice types), which give every token dotRow's bits.
+// a type has them (Q4_K, Q5_K, Q6_K, Q3_K, Q8_0, Q4_1, Q5_1, TQ1_0, IQ3_S, IQ4_NL,
+// IQ4_XS and the lattice types), which give every token dotRow's bits.
 func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	switch wt {
 	case Q4_K:
@@ -417,6 +417,12 @@ func dotRowsAt(wt Type, row []byte, a *acts, t0 int, out []float32) {
 	case IQ3_S:
 		nb := a.cols / qkK
 		dotIQ3SRows(out, row, a.q8k[t0*nb:], nb)
+	case IQ4_NL:
+		nb := a.cols / qk0
+		dotIQ4NLRows(out, row, a.q8[t0*nb:], nb)
+	case IQ4_XS:
+		nb := a.cols / qkK
+		dotIQ4XSRows(out, row, a.q8k[t0*nb:], nb)
 	case IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ1_S, IQ1_M:
 		nb := a.cols / qkK
 		dotLatticeRows(wt, out, row, a.q8k[t0*nb:], nb)

@@ -228,6 +228,26 @@ func dotIQ4_NLAVX2(x *byte, y *byte, n int) float32
 //go:noescape
 func dotIQ4XSAVX2(x *byte, y *byte, n int) float32
 
+// dotIQ4_NLAVX2x4 sets out[t] = dotIQ4_NLAVX2(x, y+t·stride, n) for t < 4.
+//
+//go:noescape
+func dotIQ4_NLAVX2x4(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotIQ4XSAVX2x4 sets out[t] = dotIQ4XSAVX2(x, y+t·stride, n) for t < 4.
+//
+//go:noescape
+func dotIQ4XSAVX2x4(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotIQ4_NLAVX2x8 sets out[t] = dotIQ4_NLAVX2(x, y+t·stride, n) for t < 8.
+//
+//go:noescape
+func dotIQ4_NLAVX2x8(x *byte, y *byte, n int, stride int, out *float32)
+
+// dotIQ4XSAVX2x8 sets out[t] = dotIQ4XSAVX2(x, y+t·stride, n) for t < 8.
+//
+//go:noescape
+func dotIQ4XSAVX2x8(x *byte, y *byte, n int, stride int, out *float32)
+
 // dotQ4_1AVX2 is the dot product of n Q4_1 blocks at x with n q8_1Blocks at y.
 //
 //go:noescape
