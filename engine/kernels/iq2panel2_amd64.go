@@ -3,7 +3,7 @@
 package kernels
 
 // iq2PanelTokensAVX2 is iq2PanelTokens on AVX2 (no AVX-512): the same panels,
-// decoded by decodeIQ2OuterRow, and iq2OuterAVX2r16t4 for 16 rows by 4 tokens
+// decoded by decodeIQ2OuterRowFast, and iq2OuterAVX2r16t4 for 16 rows by 4 tokens
 // a call (the last tile overlapping the one before: the same bits; a last
 // group of fewer than 16 rows through a scratch tile, copied).
 func (m *matMul) iq2PanelTokensAVX2(lo, hi int, buf *iq2PanelBuf, super int) int {
@@ -18,7 +18,7 @@ func (m *matMul) iq2PanelTokensAVX2(lo, hi int, buf *iq2PanelBuf, super int) int
 		n := min(super*iqPanelGroup, hi-r) // rows decoded
 		for i := 0; i < n; i++ {
 			g, s := i/iqPanelGroup, i%iqPanelGroup
-			decodeIQ2OuterRow(m.w.Type, buf.w[g*gw:(g+1)*gw], buf.dx[g*gd:(g+1)*gd], m.w.Data[(r+i)*m.rb:(r+i+1)*m.rb], nb, s)
+			decodeIQ2OuterRowFast(m.w.Type, buf.w[g*gw:(g+1)*gw], buf.dx[g*gd:(g+1)*gd], m.w.Data[(r+i)*m.rb:(r+i+1)*m.rb], nb, s)
 		}
 		for t := 0; t < nTok; t += 4 {
 			t = min(t, nTok-4)
