@@ -104,3 +104,30 @@ func TestIQ2PanelAVX2MatMul(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkIQ2PanelAVX2: 1b-shaped prompt products of the IQ2 types (1024 rows
+// of 2048 columns by 512 tokens, one thread, random blocks) on the AVX2 level,
+// through the byte panels (iq2OuterAVX2r16t4) and through the four-token row
+// kernels (dotLatticeRows), in cpu-µs per product.
+func BenchmarkIQ2PanelAVX2(b *testing.B) {
+	defer setSIMD("avx2")()
+	defer SetThreads(SetThreads(1))
+	r := rand.New(rand.NewPCG(48, 4))
+	const rows, cols, nTok = 1024, 2048, 512
+	x := randRow(r, nTok*cols, 1)
+	dst := make([]float32, nTok*rows)
+	for _, typ := range iq2PanelTypes {
+		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: randomBlocks(r, typ, rows*cols/qkK)}
+		for _, path := range []string{"bytes", "rows"} {
+			b.Run(typ.String()+"/"+path, func(b *testing.B) {
+				defer func(v bool) { iq2PanelsAVX2 = v }(iq2PanelsAVX2)
+				iq2PanelsAVX2 = path == "bytes"
+				t0 := cpuSeconds()
+				for b.Loop() {
+					MatMul(dst, w, x, nTok)
+				}
+				b.ReportMetric((cpuSeconds()-t0)*1e6/float64(b.N), "cpu-us/op")
+			})
+		}
+	}
+}
