@@ -2,14 +2,17 @@
 
 package kernels
 
-// iq2PanelTokensAVX2 is iq2PanelTokens on AVX2 (no AVX-512): the same panels,
-// decoded by decodeIQ2OuterRowFast, and iq2OuterAVX2r16t4 for 16 rows by 4 tokens
+// iq2PanelTokensAVX2 is iq2PanelTokens on AVX2 (no AVX-512): the AVX2 panels
+// (iq2AVX2Blk), decoded by decodeIQ2PanelRowAVX2, and iq2OuterAVX2r16t4 for 16 rows by 4 tokens
 // a call (the last tile overlapping the one before: the same bits; a last
 // group of fewer than 16 rows through a scratch tile, copied).
-func (m *matMul) iq2PanelTokensAVX2(lo, hi int, buf *iq2PanelBuf, super int) int {
+func (m *matMul) iq2PanelTokensAVX2(lo, hi int, buf *iq2PanelBuf) int {
 	a, rows, nTok := m.a, m.w.Rows, m.nTok
 	nb := a.cols / qkK
-	gw, gd := nb*iqPanelGroup*iq2OuterRec, nb*iqPanelGroup
+	gw, gd := nb*iq2AVX2Blk, nb*iqPanelGroup
+	super := min(iqPanelSuper, max(1, iqPanelBytes/gw))
+	buf.w = grow(buf.w, super*gw)
+	buf.dx = grow(buf.dx, super*gd)
 	as := nTok * iq2OuterTok
 	dys := 4 * a.yds
 	factor := panelFactor(m.w.Type)
@@ -18,7 +21,7 @@ func (m *matMul) iq2PanelTokensAVX2(lo, hi int, buf *iq2PanelBuf, super int) int
 		n := min(super*iqPanelGroup, hi-r) // rows decoded
 		for i := 0; i < n; i++ {
 			g, s := i/iqPanelGroup, i%iqPanelGroup
-			decodeIQ2OuterRowFast(m.w.Type, buf.w[g*gw:(g+1)*gw], buf.dx[g*gd:(g+1)*gd], m.w.Data[(r+i)*m.rb:(r+i+1)*m.rb], nb, s)
+			decodeIQ2PanelRowAVX2(m.w.Type, buf.w[g*gw:(g+1)*gw], buf.dx[g*gd:(g+1)*gd], m.w.Data[(r+i)*m.rb:(r+i+1)*m.rb], nb, s)
 		}
 		for t := 0; t < nTok; t += 4 {
 			t = min(t, nTok-4)

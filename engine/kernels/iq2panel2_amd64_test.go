@@ -3,13 +3,14 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
 )
 
-// TestIQ2OuterKernelAVX2MatchesGeneric: iq2OuterAVX2r16t4 gives
-// iq2OuterDotGeneric's bits for each of its 16 rows and 4 tokens, from any 4
+// TestIQ2OuterKernelAVX2MatchesGeneric: iq2OuterAVX2r16t4 on the AVX2 panel
+// of some rows gives iq2OuterDotGeneric's bits on their panel for each of its 16 rows and 4 tokens, from any 4
 // tokens of a prompt, with the weights' extremes (every byte 0xff: the
 // largest grid values, every sign set) and the quants' (all −128 or +127,
 // or alternating: VPMADDUBSW's pair sums at their largest), and writes only
@@ -36,10 +37,23 @@ func TestIQ2OuterKernelAVX2MatchesGeneric(t *testing.T) {
 						}
 					}
 				}
+				// The −43·bsums of the quants as they are now.
+				for o := 0; o < len(a.q8kO); o += iq2OuterTok {
+					for j := 0; j < 16; j++ {
+						var s int32
+						for k := 0; k < 16; k++ {
+							s += int32(int8(a.q8kO[o+16*j+k]))
+						}
+						binary.LittleEndian.PutUint32(a.q8kO[o+qkK+4*j:], uint32(-iq2OuterBias*s))
+					}
+				}
 				w := make([]byte, nb*iqPanelGroup*iq2OuterRec)
-				dx := make([]float32, nb*iqPanelGroup)
+				w2 := make([]byte, nb*iq2AVX2Blk)
+				dx, dx2 := make([]float32, nb*iqPanelGroup), make([]float32, nb*iqPanelGroup)
 				for i := 0; i < iqPanelGroup; i++ {
-					decodeIQ2OuterRow(typ, w, dx, panelTestRow(r, typ, nb, wm), nb, i)
+					row := panelTestRow(r, typ, nb, wm)
+					decodeIQ2OuterRow(typ, w, dx, row, nb, i)
+					decodeIQ2PanelRowAVX2(typ, w2, dx2, row, nb, i)
 				}
 				for _, t0 := range []int{0, 3, rows - 4} {
 					const guard = -12345.5
@@ -48,7 +62,7 @@ func TestIQ2OuterKernelAVX2MatchesGeneric(t *testing.T) {
 					for k := range out {
 						out[k] = guard
 					}
-					iq2OuterAVX2r16t4(&w[0], &a.q8kO[t0*iq2OuterTok], rows*iq2OuterTok, &dx[0], &a.ydT[t0], 4*a.yds, nb, panelFactor(typ), &out[0], 4*os)
+					iq2OuterAVX2r16t4(&w2[0], &a.q8kO[t0*iq2OuterTok], rows*iq2OuterTok, &dx2[0], &a.ydT[t0], 4*a.yds, nb, panelFactor(typ), &out[0], 4*os)
 					for tk := 0; tk < 4; tk++ {
 						for i := 0; i < os; i++ {
 							got := out[os*tk+i]

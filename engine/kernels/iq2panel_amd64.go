@@ -57,7 +57,7 @@ func (m *matMul) iq2PanelTokens(lo, hi int) int {
 		tile = 4
 	}
 	if !iq2PanelAVX512() {
-		return m.iq2PanelTokensAVX2(lo, hi, buf, super)
+		return m.iq2PanelTokensAVX2(lo, hi, buf)
 	}
 	for r := lo; r < hi; {
 		n := min(super*iqPanelGroup, hi-r) // rows decoded

@@ -481,7 +481,7 @@ func decodeIQ2XSOuterAVX512(x *byte, nb int, w *byte, dx *float32, grid *byte)
 func decodeIQ2SOuterAVX512(x *byte, nb int, w *byte, dx *float32, grid *byte)
 
 // iq2OuterAVX2r16t4 sets out[t·os/4+i] (i < 16, t < 4) to the dot product of the
-// outer-product panel rows i < 16 at w (block b at +5120·b, scales dx+64·b) and the
+// AVX2 panel rows i < 16 at w (block b at +5184·b, scales dx+64·b) and the
 // token records t < 4 at a+320·t (block b at +as·b, scale dy+4·t+dys·b), nb blocks,
 // in the IQ2 row kernels' order (AVX2: VPMADDUBSW, VPMADDWD by the scales).
 //
