@@ -167,6 +167,7 @@ func main() {
 		decodePanelAVX512(g.typ, g.size, g.group)
 	}
 	iq2OuterKernels()
+	iq2OuterAVX2()
 	for _, tokens := range []int{1, 2, 4} {
 		dotIQ1SAVX2(tokens)
 		dotIQ1MAVX2(tokens)

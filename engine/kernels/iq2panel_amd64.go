@@ -10,10 +10,20 @@ import (
 
 // usesIQ2Panel reports whether a product of rows tokens by weights of type wt
 // goes through the IQ2 panels (iq2panel.go): AVX-512 with VNNI (and BMI2
-// for the decoders' PDEP and PEXT), iqPanelMinTokens tokens or more.
+// for the decoders' PDEP and PEXT), or AVX2 (iq2PanelsAVX2: the Go decoder
+// and iq2OuterAVX2r16t4), iqPanelMinTokens tokens or more.
 func usesIQ2Panel(wt Type, rows int) bool {
-	return iq2Panels && useAVX512 && cpu.X86.HasBMI2 && iq2PanelType(wt) && rows >= iqPanelMinTokens
+	return iq2Panels && iq2PanelType(wt) && rows >= iqPanelMinTokens && (iq2PanelAVX512() || useAVX2 && iq2PanelsAVX2)
 }
+
+// iq2PanelAVX512 reports whether the IQ2 panels take the AVX-512 decoders
+// and kernels.
+func iq2PanelAVX512() bool { return useAVX512 && cpu.X86.HasBMI2 }
+
+// iq2PanelsAVX2 is false to take the IQ2 types' prompts through the AVX2
+// multi-token row kernels (dotLatticeRows) where there is no AVX-512
+// (BenchmarkIQ2PanelAVX2's comparison).
+var iq2PanelsAVX2 = true
 
 // iq2Panels is false to take the IQ2 types through the int16 panels instead
 // (BenchmarkIQ2Panel's comparison).
@@ -45,6 +55,9 @@ func (m *matMul) iq2PanelTokens(lo, hi int) int {
 	tile := 8
 	if nTok < 8 {
 		tile = 4
+	}
+	if !iq2PanelAVX512() {
+		return m.iq2PanelTokensAVX2(lo, hi, buf)
 	}
 	for r := lo; r < hi; {
 		n := min(super*iqPanelGroup, hi-r) // rows decoded

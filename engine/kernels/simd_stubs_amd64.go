@@ -584,6 +584,14 @@ func decodeIQ2XSOuterAVX512(x *byte, nb int, w *byte, dx *float32, grid *byte)
 //go:noescape
 func decodeIQ2SOuterAVX512(x *byte, nb int, w *byte, dx *float32, grid *byte)
 
+// iq2OuterAVX2r16t4 sets out[t·os/4+i] (i < 16, t < 4) to the dot product of the
+// AVX2 panel rows i < 16 at w (block b at +5184·b, scales dx+64·b) and the
+// token records t < 4 at a+320·t (block b at +as·b, scale dy+4·t+dys·b), nb blocks,
+// in the IQ2 row kernels' order (AVX2: VPMADDUBSW, VPMADDWD by the scales).
+//
+//go:noescape
+func iq2OuterAVX2r16t4(w *byte, a *byte, as int, dx *float32, dy *float32, dys int, nb int, factor float32, out *float32, os int)
+
 // dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.
 //
 //go:noescape
