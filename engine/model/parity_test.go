@@ -9,11 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/cpu"
 
 	"github.com/lmlite/lmlite/engine/genmodel"
 	"github.com/lmlite/lmlite/engine/gguf"
@@ -48,6 +51,17 @@ type peerRun struct {
 // (kernels.TestDotIQ1SMatchesLlamaCppBits): 64/64, 2.3e-6. The list is empty
 // now; a run that goes over the bounds again belongs here with its figures.
 var parityKnownGaps = map[string]string{}
+
+func init() {
+	// Against a llama.cpp that runs its AVX2 code (a CPU without AVX-512), the one
+	// run in parityDecodingRef still goes over by one step: AMD EPYC Zen 3,
+	// 2026-11-29, 61/64 and mean KL 4.58e-4 against llama.cpp decoding its prompt a
+	// token at a time (steps 4, 23 and 29, near-ties), where AVX-512 machines gave
+	// 62/64, 5.1e-4. Our bits are the same on both levels; llama.cpp's are not.
+	if runtime.GOARCH == "amd64" && !cpu.X86.HasAVX512F {
+		parityKnownGaps["long/llama-q8_0.gguf/prompt-320/f16-vs-served"] = "61/64, mean KL 4.58e-4 (AVX2-only CPU: Zen 3, 2026-11-29)"
+	}
+}
 
 // parityDecodingRef are the parity runs scored against llama.cpp decoding its
 // prompt a token at a time (batch size 1) as well as against its default run,
