@@ -10,8 +10,9 @@
 // prefill. Time never passes inside the package: every call that needs it takes now.
 //
 // Plan(now, cached) is a pure function of the State, the time and what the prefix
-// cache holds for the requests it joins (cached, the Block's lookup). It returns a
-// Step, final as made:
+// cache holds for the requests it joins (cached, which the Block answers by taking
+// those blocks, so that what Plan counted is what the step finds). It returns a
+// Step, final as made (the Block does not patch it):
 //
 //   - Preempt: when the KV blocks do not suffice for the running decodes, the
 //     lowest-class, most recently joined sequences leave the batch and go back to
@@ -90,20 +91,27 @@
 //	st, err := sched.New(sched.Config{MaxModelLen: 4096, MaxConcurrency: 8,
 //		BatchTimeout: 5 * time.Millisecond, BlockSize: pool.BlockTokens(), Blocks: pool.Blocks()})
 //	for {
-//		step := st.Plan(now(), func(id sched.ID) int {
-//			return pool.Peek(salt[id], tokens[id][:len(tokens[id])-1]) // what the prefix cache holds
+//		taken = taken[:0]
+//		step := st.Plan(now(), func(id sched.ID) int { // Cached: take what the prefix cache holds
+//			if kv[id] == nil {
+//				kv[id] = pool.NewSeq(salt[id]) // kvcache: salt per tenant unless shared on purpose
+//				kv[id].Prefix(tokens[id][:len(tokens[id])-1]) // taken now: a later join's replay cannot evict it
+//				taken = append(taken, id)
+//			}
+//			return kv[id].Cached() // asked again in this Plan: the same answer
 //		})
+//		for _, id := range taken {
+//			if !slices.Contains(step.Join, id) {
+//				kv[id].Release() // not joined: give its blocks back
+//				kv[id] = nil
+//			}
+//		}
 //		st.Apply(now(), step)
 //		for _, id := range step.Preempt {
 //			kv[id].Release() // its KV is gone (its full blocks stay cached); it will prefill again
+//			kv[id] = nil
 //		}
-//		work := step.Work
-//		for _, w := range work {
-//			if joined(step, w.ID) {
-//				kv[w.ID] = pool.NewSeq(salt[w.ID]) // kvcache: salt per tenant unless shared on purpose
-//				kv[w.ID].Prefix(tokens[w.ID][:w.Start]) // take the cached blocks the plan counted on
-//			}
-//		}
+//		work := step.Work // as planned: each join's work starts after the blocks it took
 //		if len(work) == 0 {
 //			wait(step.WakeAt) // or the next submission or cancellation
 //			continue
