@@ -286,6 +286,7 @@ func main() {
 	}
 	dotKOuter("Q2K", 1)
 	q4KX16Kernels()
+	q6KX16Kernels()
 	for _, typ := range []string{"Q4_1", "Q5_1"} {
 		for _, t := range []int{1, 2} {
 			dotQx1Outer(typ, t)

@@ -1500,6 +1500,11 @@ func dotQ4KX16AVX512t8(x *byte, y *byte, ys int, bs *int32, gs int, nb int, out 
 //go:noescape
 func dotQ4KX16AVX512t9(x *byte, y *byte, ys int, bs *int32, gs int, nb int, out *float32, os int)
 
+// dotQ6KX16AVX512t9 sets out[t·os + r] to the dot product of row r < 16 of the nb packed Q6_K blocks at x (q6KX16 layout) with the q8KBlocks at y + t·ys, t < 9: dotQ6KRowGeneric's bits.
+//
+//go:noescape
+func dotQ6KX16AVX512t9(x *byte, y *byte, ys int, nb int, out *float32, os int)
+
 // dotQ4_1AVX512x16t1 sets out[t·os + r] = dotQ4_1AVX2(x + r·rb, y + t·ys, nb) for r < 16, t < 1.
 //
 //go:noescape
