@@ -1,0 +1,51 @@
+//go:build !purego
+
+package kernels
+
+// usesIQ3SAVX2Panel reports whether a product of rows tokens by IQ3_S weights
+// goes through the AVX2 byte panels (iq3spanel2.go): AVX2 where the AVX-512
+// panels are not taken, iqPanelMinTokens tokens or more.
+func usesIQ3SAVX2Panel(wt Type, rows int) bool {
+	return wt == IQ3_S && iq3sPanelsAVX2 && useAVX2 && !usesPanel(wt, rows) && rows >= iqPanelMinTokens
+}
+
+// iq3sPanelTokensAVX2 is iq3sPanelTokens on AVX2: rows [lo, hi) for every
+// token, up to iqPanelSuper groups decoded at a time, iq3sPanelAVX2r4t3 for 4
+// rows by 3 tokens a call (a last 1-2 tokens with the ones before them
+// again: the same bits), and the first row it left (at most 3 before hi).
+func (m *matMul) iq3sPanelTokensAVX2(lo, hi int) int {
+	a, rows, nTok := m.a, m.w.Rows, m.nTok
+	nb := a.cols / qkK
+	if hi-lo < 4 || nb == 0 || nTok < 3 {
+		return lo
+	}
+	gw, gd := nb*iqPanelGroup*iq3sAVX2Slot, nb*iqPanelGroup
+	super := min(iqPanelSuper, max(1, iqPanelBytes/gw))
+	buf := iq3sBPBufs.Get().(*iq3sBPBuf)
+	defer iq3sBPBufs.Put(buf)
+	buf.w = grow(buf.w, super*gw)
+	buf.dx = grow(buf.dx, super*gd)
+	_ = a.q8kB[nb*nTok*qkK-1]
+	_ = a.ydT[(nb-1)*a.yds+nTok-1]
+	_ = m.dst[(nTok-1)*rows+hi-1]
+	_ = m.w.Data[hi*m.rb-1]
+	as := nTok * qkK
+	dys := 4 * a.yds
+	r := lo
+	for r+4 <= hi {
+		n := min(super*iqPanelGroup, (hi-r)/4*4) // rows decoded
+		for i := 0; i < n; i++ {
+			g, s := i/iqPanelGroup, i%iqPanelGroup
+			decodeIQ3SPanelRowAVX2(buf.w[g*gw:(g+1)*gw], buf.dx[g*gd:(g+1)*gd], m.w.Data[(r+i)*m.rb:(r+i+1)*m.rb], nb, s)
+		}
+		for t := 0; t < nTok; t += 3 {
+			t = min(t, nTok-3)
+			for i := 0; i < n; i += 4 {
+				g, s := i/iqPanelGroup, i%iqPanelGroup
+				iq3sPanelAVX2r4t3(&buf.w[g*gw+s*iq3sAVX2Slot], &a.q8kB[t*qkK], as, &buf.dx[g*gd+s], &a.ydT[t], dys, nb, &m.dst[t*rows+r+i], 4*rows)
+			}
+		}
+		r += n
+	}
+	return r
+}
