@@ -55,3 +55,32 @@ func TestIQ3SAVX2PanelMatchesRowKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestIQ3SAVX2PanelDecoderMatchesRef: decodeIQ3SPanelRowAVX2 (four values at
+// a time) writes decodeIQ3SPanelRowAVX2Ref's bytes and scales, into any slot,
+// for random blocks and every byte 0xff (the largest grid values and scales,
+// every sign set) or 0.
+func TestIQ3SAVX2PanelDecoderMatchesRef(t *testing.T) {
+	r := rand.New(rand.NewPCG(49, 7))
+	const nb = 3
+	for _, wm := range []string{"random", "ones", "zeros"} {
+		for n := 0; n < 20; n++ {
+			row := panelTestRow(r, IQ3_S, nb, wm)
+			i := r.IntN(iqPanelGroup)
+			w, wr := make([]byte, nb*iqPanelGroup*iq3sAVX2Slot), make([]byte, nb*iqPanelGroup*iq3sAVX2Slot)
+			dx, dxr := make([]float32, nb*iqPanelGroup), make([]float32, nb*iqPanelGroup)
+			decodeIQ3SPanelRowAVX2(w, dx, row, nb, i)
+			decodeIQ3SPanelRowAVX2Ref(wr, dxr, row, nb, i)
+			for k := range w {
+				if w[k] != wr[k] {
+					t.Fatalf("weights %s, slot %d: byte %d = %#x, want %#x", wm, i, k, w[k], wr[k])
+				}
+			}
+			for k := range dx {
+				if math.Float32bits(dx[k]) != math.Float32bits(dxr[k]) {
+					t.Fatalf("weights %s, slot %d: scale %d = %v, want %v", wm, i, k, dx[k], dxr[k])
+				}
+			}
+		}
+	}
+}
