@@ -9,6 +9,10 @@ func usesIQ3SAVX2Panel(wt Type, rows int) bool {
 	return wt == IQ3_S && iq3sPanelsAVX2 && useAVX2 && !usesPanel(wt, rows) && rows >= iqPanelMinTokens
 }
 
+// iq3sAVX2TokBytes is about the most bytes of quants a token chunk of
+// iq3sPanelTokensAVX2 takes.
+var iq3sAVX2TokBytes = 128 << 10
+
 // iq3sPanelTokensAVX2 is iq3sPanelTokens on AVX2: rows [lo, hi) for every
 // token, up to iqPanelSuper groups decoded at a time, iq3sPanelAVX2r4t3 for 4
 // rows by 3 tokens a call (a last 1-2 tokens with the ones before them
@@ -31,6 +35,7 @@ func (m *matMul) iq3sPanelTokensAVX2(lo, hi int) int {
 	_ = m.w.Data[hi*m.rb-1]
 	as := nTok * qkK
 	dys := 4 * a.yds
+	tc := max(3, iq3sAVX2TokBytes/(nb*qkK)/3*3)
 	r := lo
 	for r+4 <= hi {
 		n := min(super*iqPanelGroup, (hi-r)/4*4) // rows decoded
@@ -38,11 +43,16 @@ func (m *matMul) iq3sPanelTokensAVX2(lo, hi int) int {
 			g, s := i/iqPanelGroup, i%iqPanelGroup
 			decodeIQ3SPanelRowAVX2(buf.w[g*gw:(g+1)*gw], buf.dx[g*gd:(g+1)*gd], m.w.Data[(r+i)*m.rb:(r+i+1)*m.rb], nb, s)
 		}
-		for t := 0; t < nTok; t += 3 {
-			t = min(t, nTok-3)
+		// A chunk of tokens (about iq3sAVX2TokBytes of quants, in L2) meets
+		// 4 rows at a time (their panel in L1) token tile by token tile.
+		for t0 := 0; t0 < nTok; t0 += tc {
+			t1 := min(nTok, t0+tc)
 			for i := 0; i < n; i += 4 {
 				g, s := i/iqPanelGroup, i%iqPanelGroup
-				iq3sPanelAVX2r4t3(&buf.w[g*gw+s*iq3sAVX2Slot], &a.q8kB[t*qkK], as, &buf.dx[g*gd+s], &a.ydT[t], dys, nb, &m.dst[t*rows+r+i], 4*rows)
+				for t := t0; t < t1; t += 3 {
+					t = min(t, t1-3)
+					iq3sPanelAVX2r4t3(&buf.w[g*gw+s*iq3sAVX2Slot], &a.q8kB[t*qkK], as, &buf.dx[g*gd+s], &a.ydT[t], dys, nb, &m.dst[t*rows+r+i], 4*rows)
+				}
 			}
 		}
 		r += n

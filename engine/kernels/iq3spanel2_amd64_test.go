@@ -65,7 +65,7 @@ func TestIQ3SAVX2PanelKernelMatchesGeneric(t *testing.T) {
 // token count 3-20 (3 tokens a call, the last tile overlapping), with the
 // panels taken from 3 tokens, give dotIQ3SRowGeneric's bits for every output
 // and write nothing past them; at 53 rows and 37 tokens (a short last
-// group) too.
+// group) too; in token chunks of 3, 6 and 9 tokens as well as one chunk.
 func TestIQ3SAVX2PanelMatMul(t *testing.T) {
 	requireSIMD(t, "avx2")
 	restore := setSIMD("avx2")
@@ -86,21 +86,28 @@ func TestIQ3SAVX2PanelMatMul(t *testing.T) {
 		x := panelTestActs(r, nTok, cols, "random")
 		y := make([]q8KBlock, nTok*nb)
 		quantRowsQ8K(y, x)
-		const guard = -12345.5
-		dst := make([]float32, nTok*rows+1)
-		for i := range dst {
-			dst[i] = guard
-		}
-		MatMul(dst, w, x, nTok)
-		if dst[nTok*rows] != guard {
-			t.Fatalf("%d×%d, %d tokens: wrote past its outputs", rows, cols, nTok)
-		}
-		for tok := 0; tok < nTok; tok++ {
-			for i := 0; i < rows; i++ {
-				got := dst[tok*rows+i]
-				want := dotIQ3SRowGeneric(w.Row(i), y[tok*nb:(tok+1)*nb])
-				if math.Float32bits(got) != math.Float32bits(want) {
-					t.Fatalf("%d×%d, %d tokens: row %d token %d = %v, want %v", rows, cols, nTok, i, tok, got, want)
+		// Token chunks of 3, 6 or about 9 tokens, and the default (one chunk).
+		for _, tb := range []int{3 * nb * qkK, 6 * nb * qkK, 10 * nb * qkK, iq3sAVX2TokBytes} {
+			const guard = -12345.5
+			dst := make([]float32, nTok*rows+1)
+			for i := range dst {
+				dst[i] = guard
+			}
+			func() {
+				defer func(v int) { iq3sAVX2TokBytes = v }(iq3sAVX2TokBytes)
+				iq3sAVX2TokBytes = tb
+				MatMul(dst, w, x, nTok)
+			}()
+			if dst[nTok*rows] != guard {
+				t.Fatalf("%d×%d, %d tokens, chunks of %d bytes: wrote past its outputs", rows, cols, nTok, tb)
+			}
+			for tok := 0; tok < nTok; tok++ {
+				for i := 0; i < rows; i++ {
+					got := dst[tok*rows+i]
+					want := dotIQ3SRowGeneric(w.Row(i), y[tok*nb:(tok+1)*nb])
+					if math.Float32bits(got) != math.Float32bits(want) {
+						t.Fatalf("%d×%d, %d tokens, chunks of %d bytes: row %d token %d = %v, want %v", rows, cols, nTok, tb, i, tok, got, want)
+					}
 				}
 			}
 		}
