@@ -50,57 +50,39 @@ func (a *acts) iq3sAVX2Q8K(nb, rows int) {
 	}
 }
 
-// iq3sSignMask4[s] has byte j all ones where bit j of s (< 16) is set.
-var iq3sSignMask4 = func() (t [16]uint32) {
-	for s := range t {
-		for j := 0; j < 4; j++ {
-			if s>>j&1 != 0 {
-				t[s] |= 0xff << (8 * j)
-			}
-		}
-	}
-	return
-}()
-
 // decodeIQ3SPanelRowAVX2 writes the nb IQ3_S blocks of row into slot i of the
 // AVX2 byte panel w (block b at (b·iqPanelGroup+i)·iq3sAVX2Slot) and their
-// scales into dx[b·iqPanelGroup+i]: decodeIQ3SPanelRowAVX2Ref's bytes, four
-// values at a time. A grid entry's bytes g (1-15) become −g as ^g+1 under
-// their signs (no carry crosses a byte); its values j = 0, 1 and 2, 3 are
-// one word each of the chunk's two registers.
+// scales into dx[b·iqPanelGroup+i]: decodeIQ3SPanelRowAVX2Ref's bytes, a
+// grid entry at a time (iq3sSign), the words of a lane's dword for both
+// sub-blocks of a chunk put together and written 8 bytes at a time.
 func decodeIQ3SPanelRowAVX2(w []byte, dx []float32, row []byte, nb, i int) {
 	_ = row[nb*110-1]
 	_ = w[((nb-1)*iqPanelGroup+i+1)*iq3sAVX2Slot-1]
 	_ = dx[(nb-1)*iqPanelGroup+i]
 	for b := 0; b < nb; b++ {
-		blk := row[b*110 : (b+1)*110 : (b+1)*110]
-		dx[b*iqPanelGroup+i] = f16Table[le16(blk)]
-		o := w[(b*iqPanelGroup+i)*iq3sAVX2Slot : (b*iqPanelGroup+i+1)*iq3sAVX2Slot : (b*iqPanelGroup+i+1)*iq3sAVX2Slot]
+		blk := (*[110]byte)(row[b*110 : (b+1)*110])
+		dx[b*iqPanelGroup+i] = f16Table[uint16(blk[0])|uint16(blk[1])<<8]
+		o := (*[iq3sAVX2Slot]byte)(w[(b*iqPanelGroup+i)*iq3sAVX2Slot:])
 		var corr [8]int32
-		for ib := 0; ib < 8; ib++ {
-			sc := 2*int32(blk[106+ib/2]>>(4*(ib%2))&0xf) + 1
-			qh := uint32(blk[66+ib])
-			c := o[64*(ib/2) : 64*(ib/2)+64 : 64*(ib/2)+64]
-			for l := 0; l < 4; l++ {
-				signs := uint32(blk[74+4*ib+l])
-				for e := 0; e < 2; e++ {
-					g := iq3sGrid[uint32(blk[2+8*ib+2*l+e])|(qh<<(8-2*l-e))&256]
-					mk := iq3sSignMask4[signs>>(4*e)&15]
-					v := (g ^ mk) + mk&0x01010101
-					// Σ v = Σ g − 2·Σ (g under the signs); bytes ≤ 15, so the
-					// four add up in the top byte.
-					sv := int32((g*0x01010101)>>24) - 2*int32(((g&mk)*0x01010101)>>24)
-					corr[2*l+e] -= 128 * sc * sv
-					off := 4*(2*l+e) + 2*(ib%2)
-					binary.LittleEndian.PutUint16(c[off:], uint16(v))
-					binary.LittleEndian.PutUint16(c[32+off:], uint16(v>>16))
-				}
-			}
-		}
 		for ch := 0; ch < 4; ch++ {
-			sa := 2*uint64(blk[106+ch]&0xf) + 1
-			sb := 2*uint64(blk[106+ch]>>4) + 1
-			u := (sa | sb<<16) * 0x0000000100000001
+			scA := 2*int32(blk[106+ch]&0xf) + 1
+			scB := 2*int32(blk[106+ch]>>4) + 1
+			for l := 0; l < 4; l++ {
+				// Entries 2l and 2l+1 of sub-blocks A = 2ch and B = 2ch+1.
+				qhA, qhB := uint32(blk[66+2*ch]), uint32(blk[67+2*ch])
+				mA, mB := iq2SignMask[blk[74+8*ch+l]], iq2SignMask[blk[78+8*ch+l]]
+				a0, sa0 := iq3sSign(iq3sGrid[uint32(blk[2+16*ch+2*l])|(qhA<<(8-2*l))&256], uint32(mA))
+				a1, sa1 := iq3sSign(iq3sGrid[uint32(blk[3+16*ch+2*l])|(qhA<<(7-2*l))&256], uint32(mA>>32))
+				b0, sb0 := iq3sSign(iq3sGrid[uint32(blk[10+16*ch+2*l])|(qhB<<(8-2*l))&256], uint32(mB))
+				b1, sb1 := iq3sSign(iq3sGrid[uint32(blk[11+16*ch+2*l])|(qhB<<(7-2*l))&256], uint32(mB>>32))
+				corr[2*l] -= 128 * (scA*sa0 + scB*sb0)
+				corr[2*l+1] -= 128 * (scA*sa1 + scB*sb1)
+				u0 := uint64(a0&0xffff) | uint64(b0&0xffff)<<16 | uint64(a1&0xffff)<<32 | uint64(b1&0xffff)<<48
+				u1 := uint64(a0>>16) | uint64(b0>>16)<<16 | uint64(a1>>16)<<32 | uint64(b1>>16)<<48
+				binary.LittleEndian.PutUint64(o[64*ch+8*l:], u0)
+				binary.LittleEndian.PutUint64(o[64*ch+32+8*l:], u1)
+			}
+			u := uint64(scA|scB<<16) * 0x0000000100000001
 			for k := 0; k < 4; k++ {
 				binary.LittleEndian.PutUint64(o[iq3sAVX2Scale+32*ch+8*k:], u)
 			}
@@ -109,6 +91,13 @@ func decodeIQ3SPanelRowAVX2(w []byte, dx []float32, row []byte, nb, i int) {
 			binary.LittleEndian.PutUint32(o[iq3sAVX2Corr+4*k:], uint32(v))
 		}
 	}
+}
+
+// iq3sSign is the four values of the grid entry g under the sign mask mk
+// (bytes −g as ^g+1, no carry crossing a byte: g is 1-15) and their sum
+// (Σ g − 2·Σ g under the signs; the four bytes add up in the top one).
+func iq3sSign(g, mk uint32) (uint32, int32) {
+	return (g ^ mk) + mk&0x01010101, int32((g*0x01010101)>>24) - 2*int32(((g&mk)*0x01010101)>>24)
 }
 
 // decodeIQ3SPanelRowAVX2Ref is decodeIQ3SPanelRowAVX2 value by value (its
