@@ -4,10 +4,17 @@ package kernels
 
 // usesIQ3SAVX2Panel reports whether a product of rows tokens by IQ3_S weights
 // goes through the AVX2 byte panels (iq3spanel2.go): AVX2 where the AVX-512
-// panels are not taken, iqPanelMinTokens tokens or more.
+// panels are not taken, iq3sAVX2MinTokens tokens or more.
 func usesIQ3SAVX2Panel(wt Type, rows int) bool {
-	return wt == IQ3_S && iq3sPanelsAVX2 && useAVX2 && !usesPanel(wt, rows) && rows >= iqPanelMinTokens
+	return wt == IQ3_S && iq3sPanelsAVX2 && useAVX2 && !usesPanel(wt, rows) && rows >= max(iqPanelMinTokens, iq3sAVX2MinTokens)
 }
+
+// iq3sAVX2MinTokens is the fewest tokens the AVX2 panels take: the Go
+// decoder costs about what 20-25 tokens through the four-token row kernels
+// do (BenchmarkIQ3SAVX2Panels, 2048 × 2048, Zen 5 at the AVX2 level, loaded:
+// 8 tokens 4.2 against 1.3 cpu-ms, 128 tokens 11.5 against 20.1), so the
+// panels pay from about 36 tokens.
+var iq3sAVX2MinTokens = 32
 
 // iq3sAVX2TokBytes is about the most bytes of quants a token chunk of
 // iq3sPanelTokensAVX2 takes.

@@ -70,8 +70,8 @@ func TestIQ3SAVX2PanelMatMul(t *testing.T) {
 	requireSIMD(t, "avx2")
 	restore := setSIMD("avx2")
 	defer restore()
-	defer func(m int) { iqPanelMinTokens = m }(iqPanelMinTokens)
-	iqPanelMinTokens = 3
+	defer func(m, n int) { iqPanelMinTokens, iq3sAVX2MinTokens = m, n }(iqPanelMinTokens, iq3sAVX2MinTokens)
+	iqPanelMinTokens, iq3sAVX2MinTokens = 3, 3
 	r := rand.New(rand.NewPCG(49, 5))
 	check := func(rows, nb, nTok int) {
 		t.Helper()
@@ -134,7 +134,9 @@ func BenchmarkIQ3SAVX2Panels(b *testing.B) {
 	for i := 0; i < rows; i++ {
 		w.Data = append(w.Data, panelTestRow(r, IQ3_S, nb, "random")...)
 	}
-	for _, nTok := range []int{8, 128} {
+	defer func(n int) { iq3sAVX2MinTokens = n }(iq3sAVX2MinTokens)
+	iq3sAVX2MinTokens = 3
+	for _, nTok := range []int{8, 32, 128} {
 		x := panelTestActs(r, nTok, cols, "random")
 		dst := make([]float32, nTok*rows)
 		for _, path := range []string{"panels", "rows"} {
