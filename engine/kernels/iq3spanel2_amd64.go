@@ -13,8 +13,8 @@ func usesIQ3SAVX2Panel(wt Type, rows int) bool {
 // decoder costs about what 20-25 tokens through the four-token row kernels
 // do (BenchmarkIQ3SAVX2Panels, 2048 × 2048, Zen 5 at the AVX2 level, loaded,
 // panels against rows: 8 tokens 4.2 against 1.3 cpu-ms, 32 tokens 5.3
-// against 4.9, 128 tokens 11.5 against 20.1), so the panels pay from about
-// 38 tokens.
+// against 5.0 (1.05×), 128 tokens 11.5 against 20.1), so the panels pay from
+// about 38 tokens.
 var iq3sAVX2MinTokens = 40
 
 // iq3sAVX2TokBytes is about the most bytes of quants a token chunk of
