@@ -168,6 +168,7 @@ func main() {
 	}
 	iq2OuterKernels()
 	iq2OuterAVX2()
+	iq3sPanelAVX2()
 	for _, tokens := range []int{1, 2, 4} {
 		dotIQ1SAVX2(tokens)
 		dotIQ1MAVX2(tokens)

@@ -9,6 +9,9 @@ import "unsafe"
 func (m *matMul) iq3sPanelTokens(lo, hi int) int {
 	a, rows, nTok := m.a, m.w.Rows, m.nTok
 	nb := a.cols / qkK
+	if usesIQ3SAVX2Panel(m.w.Type, nTok) {
+		return m.iq3sPanelTokensAVX2(lo, hi)
+	}
 	if !usesPanel(m.w.Type, nTok) || hi-lo < 4 || nb == 0 {
 		return lo
 	}

@@ -209,6 +209,9 @@ func (a *acts) layoutQ8K(wt Type) {
 			a.panelQ8K(wt, nb, rows)
 		}
 	}
+	if usesIQ3SAVX2Panel(wt, rows) && len(a.q8kB) == 0 { // its AVX2 byte panels' order (iq3spanel2.go)
+		a.iq3sAVX2Q8K(nb, rows)
+	}
 	if usesIQ2Panel(wt, rows) && len(a.q8kO) == 0 {
 		a.iq2OuterActs(nb, rows)
 	}

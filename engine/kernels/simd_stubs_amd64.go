@@ -592,6 +592,13 @@ func decodeIQ2SOuterAVX512(x *byte, nb int, w *byte, dx *float32, grid *byte)
 //go:noescape
 func iq2OuterAVX2r16t4(w *byte, a *byte, as int, dx *float32, dy *float32, dys int, nb int, factor float32, out *float32, os int)
 
+// iq3sPanelAVX2r4t3 sets out[t·os/4+i] (i < 4, t < 3) to dotIQ3SRowGeneric of the AVX2
+// byte-panel rows i at w+416·i (block b at +16·416·b, scales dx+4·i+64·b) and the
+// tokens t at a+256·t (block b at +as·b, scales dy+4·t+dys·b), nb blocks (AVX2).
+//
+//go:noescape
+func iq3sPanelAVX2r4t3(w *byte, a *byte, as int, dx *float32, dy *float32, dys int, nb int, out *float32, os int)
+
 // dotIQ1SAVX2 is the dot product of n IQ1_S blocks at x with n q8KBlocks at y; grid is the type's grid.
 //
 //go:noescape
