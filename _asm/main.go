@@ -163,6 +163,9 @@ func main() {
 	iq1sPanelConstants()
 	iq1sPanelAVX512r4t4()
 	decodeIQ1SBytesAVX512()
+	iq1mBytePanelConstants()
+	iq1mPanelAVX512r4t4()
+	decodeIQ1MBytesAVX512()
 	for _, g := range latticeGroups512 {
 		decodePanelAVX512(g.typ, g.size, g.group)
 	}
