@@ -1,6 +1,10 @@
 package kernels
 
-import "sync"
+import (
+	"encoding/binary"
+	"sync"
+	"unsafe"
+)
 
 // IQ1_M's prompt byte panels (issue 32), in the style of IQ1_S's
 // (iq1spanel.go): a group of iqPanelGroup weight rows is decoded once per
@@ -115,5 +119,20 @@ func sums8Q8K(dst []int16, qs *[qkK]int8) {
 			s += int16(q)
 		}
 		dst[g] = s
+	}
+}
+
+// unsignSums8Q8K is unsignQ8K and sums8Q8K of a block in one pass, eight
+// quants a step as one uint64: the bytes q+128, and their sum (two bytes a
+// lane, then one multiply adding the four lanes into the top 16 bits) less
+// 8·128.
+func unsignSums8Q8K(dstU []uint8, dstS []int16, qs *[qkK]int8) {
+	_, _ = dstU[qkK-1], dstS[31]
+	src := unsafe.Slice((*byte)(unsafe.Pointer(&qs[0])), qkK)
+	for g := 0; g < 32; g++ {
+		u := binary.LittleEndian.Uint64(src[8*g:]) ^ 0x8080808080808080
+		binary.LittleEndian.PutUint64(dstU[8*g:], u)
+		p := u&0x00ff00ff00ff00ff + u>>8&0x00ff00ff00ff00ff
+		dstS[g] = int16(p*0x0001000100010001>>48) - 8*128
 	}
 }

@@ -43,3 +43,31 @@ func TestIQ1MBytePanelMatchesRowKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestUnsignSums8Q8K: the one-pass layout of IQ1_M's byte panels' activations
+// writes unsignQ8K's bytes and sums8Q8K's sums, for random blocks and the
+// extremes (every quant −128, every quant 127).
+func TestUnsignSums8Q8K(t *testing.T) {
+	r := rand.New(rand.NewPCG(49, 4))
+	for k := 0; k < 50; k++ {
+		var qs [qkK]int8
+		for i := range qs {
+			switch k {
+			case 0:
+				qs[i] = -128
+			case 1:
+				qs[i] = 127
+			default:
+				qs[i] = int8(r.Uint32())
+			}
+		}
+		var wu, gu [qkK]uint8
+		var ws, gs [32]int16
+		unsignQ8K(wu[:], &qs)
+		sums8Q8K(ws[:], &qs)
+		unsignSums8Q8K(gu[:], gs[:], &qs)
+		if wu != gu || ws != gs {
+			t.Fatalf("block %d: %v %v, want %v %v", k, gu[:8], gs[:4], wu[:8], ws[:4])
+		}
+	}
+}

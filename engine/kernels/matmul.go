@@ -205,16 +205,11 @@ func (a *acts) layoutQ8K(wt Type) {
 			}
 		}
 	case panel && usesIQ1MBytes(wt): // IQ1_M's byte panels read q8kU and q8kS8
-		if len(a.q8kU) == 0 {
-			a.q8kU = grow(a.q8kU, rows*nb*qkK)
-			for i := range rows * nb {
-				unsignQ8K(a.q8kU[i*qkK:(i+1)*qkK], &a.q8k[i].qs)
-			}
-		}
 		if len(a.q8kS8) == 0 {
+			a.q8kU = grow(a.q8kU, rows*nb*qkK)
 			a.q8kS8 = grow(a.q8kS8, rows*nb*32)
 			for i := range rows * nb {
-				sums8Q8K(a.q8kS8[i*32:(i+1)*32], &a.q8k[i].qs)
+				unsignSums8Q8K(a.q8kU[i*qkK:(i+1)*qkK], a.q8kS8[i*32:(i+1)*32], &a.q8k[i].qs)
 			}
 		}
 	case panel && useIQ3SBytes(wt): // IQ3_S's byte panels read q8kB
