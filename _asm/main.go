@@ -200,6 +200,7 @@ func main() {
 	for _, t := range floatTileTokens {
 		dotFloatAVX512Tokens("F32", 4, t)
 	}
+	dotBF16DPr4()
 	for _, t := range bf16DPTokens {
 		dotBF16DPTokens(t)
 	}

@@ -43053,6 +43053,410 @@ reduce:
 	VZEROUPPER
 	RET
 
+// func dotBF16DPr4(x *byte, rb int, y *uint16, n int, out *float32)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·dotBF16DPr4(SB), NOSPLIT, $0-40
+	MOVQ   x+0(FP), AX
+	MOVQ   rb+8(FP), CX
+	MOVQ   y+16(FP), DX
+	MOVQ   n+24(FP), BX
+	LEAQ   (AX)(CX*2), SI
+	ADDQ   CX, SI
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+
+dotBF16DPr4_loop:
+	CMPQ       BX, $0x80
+	JL         dotBF16DPr4_last
+	VMOVUPS    (DX), Z0
+	VMOVUPS    64(DX), Z1
+	VMOVUPS    128(DX), Z2
+	VMOVUPS    192(DX), Z3
+	VMOVDQU16  (AX), Z4
+	VMOVDQU16  64(AX), Z5
+	VMOVDQU16  128(AX), Z6
+	VMOVDQU16  192(AX), Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	VMOVDQU16  (AX)(CX*1), Z4
+	VMOVDQU16  64(AX)(CX*1), Z5
+	VMOVDQU16  128(AX)(CX*1), Z6
+	VMOVDQU16  192(AX)(CX*1), Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVDQU16  (AX)(CX*2), Z4
+	VMOVDQU16  64(AX)(CX*2), Z5
+	VMOVDQU16  128(AX)(CX*2), Z6
+	VMOVDQU16  192(AX)(CX*2), Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	VMOVDQU16  (SI), Z4
+	VMOVDQU16  64(SI), Z5
+	VMOVDQU16  128(SI), Z6
+	VMOVDQU16  192(SI), Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	ADDQ       $0x00000100, AX
+	ADDQ       $0x00000100, SI
+	ADDQ       $0x00000100, DX
+	SUBQ       $0x00000080, BX
+	JMP        dotBF16DPr4_loop
+
+dotBF16DPr4_last:
+	CMPQ       BX, $0x40
+	JL         dotBF16DPr4_reduce
+	VMOVUPS    (DX), Z0
+	VMOVUPS    64(DX), Z1
+	VMOVUPS    128(DX), Z2
+	VMOVUPS    192(DX), Z3
+	VMOVDQU16  (AX), Z4
+	VMOVDQU16  64(AX), Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	VMOVDQU16  (AX)(CX*1), Z4
+	VMOVDQU16  64(AX)(CX*1), Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVDQU16  (AX)(CX*2), Z4
+	VMOVDQU16  64(AX)(CX*2), Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	VMOVDQU16  (SI), Z4
+	VMOVDQU16  64(SI), Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+
+dotBF16DPr4_reduce:
+	MOVQ       out+32(FP), AX
+	VSHUFF32X4 $0xb1, Z12, Z12, Z0
+	VADDPS     Z0, Z12, Z12
+	VSHUFF32X4 $0xb1, Z13, Z13, Z1
+	VADDPS     Z1, Z13, Z13
+	VSHUFF32X4 $0xb1, Z14, Z14, Z2
+	VADDPS     Z2, Z14, Z14
+	VSHUFF32X4 $0xb1, Z15, Z15, Z3
+	VADDPS     Z3, Z15, Z15
+	VSHUFF32X4 $0x4e, Z12, Z12, Z0
+	VADDPS     Z0, Z12, Z12
+	VSHUFF32X4 $0x4e, Z13, Z13, Z1
+	VADDPS     Z1, Z13, Z13
+	VSHUFF32X4 $0x4e, Z14, Z14, Z2
+	VADDPS     Z2, Z14, Z14
+	VSHUFF32X4 $0x4e, Z15, Z15, Z3
+	VADDPS     Z3, Z15, Z15
+	VADDPS     Z14, Z12, Z12
+	VADDPS     Z15, Z13, Z13
+	VADDPS     X13, X12, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	VSHUFF32X4 $0xb1, Z16, Z16, Z0
+	VADDPS     Z0, Z16, Z16
+	VSHUFF32X4 $0xb1, Z17, Z17, Z1
+	VADDPS     Z1, Z17, Z17
+	VSHUFF32X4 $0xb1, Z18, Z18, Z2
+	VADDPS     Z2, Z18, Z18
+	VSHUFF32X4 $0xb1, Z19, Z19, Z3
+	VADDPS     Z3, Z19, Z19
+	VSHUFF32X4 $0x4e, Z16, Z16, Z0
+	VADDPS     Z0, Z16, Z16
+	VSHUFF32X4 $0x4e, Z17, Z17, Z1
+	VADDPS     Z1, Z17, Z17
+	VSHUFF32X4 $0x4e, Z18, Z18, Z2
+	VADDPS     Z2, Z18, Z18
+	VSHUFF32X4 $0x4e, Z19, Z19, Z3
+	VADDPS     Z3, Z19, Z19
+	VADDPS     Z18, Z16, Z16
+	VADDPS     Z19, Z17, Z17
+	VADDPS     X17, X16, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, 4(AX)
+	VSHUFF32X4 $0xb1, Z20, Z20, Z0
+	VADDPS     Z0, Z20, Z20
+	VSHUFF32X4 $0xb1, Z21, Z21, Z1
+	VADDPS     Z1, Z21, Z21
+	VSHUFF32X4 $0xb1, Z22, Z22, Z2
+	VADDPS     Z2, Z22, Z22
+	VSHUFF32X4 $0xb1, Z23, Z23, Z3
+	VADDPS     Z3, Z23, Z23
+	VSHUFF32X4 $0x4e, Z20, Z20, Z0
+	VADDPS     Z0, Z20, Z20
+	VSHUFF32X4 $0x4e, Z21, Z21, Z1
+	VADDPS     Z1, Z21, Z21
+	VSHUFF32X4 $0x4e, Z22, Z22, Z2
+	VADDPS     Z2, Z22, Z22
+	VSHUFF32X4 $0x4e, Z23, Z23, Z3
+	VADDPS     Z3, Z23, Z23
+	VADDPS     Z22, Z20, Z20
+	VADDPS     Z23, Z21, Z21
+	VADDPS     X21, X20, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, 8(AX)
+	VSHUFF32X4 $0xb1, Z24, Z24, Z0
+	VADDPS     Z0, Z24, Z24
+	VSHUFF32X4 $0xb1, Z25, Z25, Z1
+	VADDPS     Z1, Z25, Z25
+	VSHUFF32X4 $0xb1, Z26, Z26, Z2
+	VADDPS     Z2, Z26, Z26
+	VSHUFF32X4 $0xb1, Z27, Z27, Z3
+	VADDPS     Z3, Z27, Z27
+	VSHUFF32X4 $0x4e, Z24, Z24, Z0
+	VADDPS     Z0, Z24, Z24
+	VSHUFF32X4 $0x4e, Z25, Z25, Z1
+	VADDPS     Z1, Z25, Z25
+	VSHUFF32X4 $0x4e, Z26, Z26, Z2
+	VADDPS     Z2, Z26, Z26
+	VSHUFF32X4 $0x4e, Z27, Z27, Z3
+	VADDPS     Z3, Z27, Z27
+	VADDPS     Z26, Z24, Z24
+	VADDPS     Z27, Z25, Z25
+	VADDPS     X25, X24, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, 12(AX)
+	VZEROUPPER
+	RET
+
 // func dotBF16DPt1(x *byte, y *uint16, ys int, n int, out *float32, os int)
 // Requires: AVX, AVX512BW, AVX512F
 TEXT ·dotBF16DPt1(SB), NOSPLIT, $0-48

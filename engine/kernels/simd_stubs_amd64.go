@@ -777,6 +777,12 @@ func dotF32AVX512t4(x *byte, y *float32, ys int, n int, out *float32, os int)
 //go:noescape
 func dotF32AVX512t2(x *byte, y *float32, ys int, n int, out *float32, os int)
 
+// dotBF16DPr4 is dotBF16DPt1 of 4 rows of n (a multiple of 64) BF16 weights at x, x+rb, x+2rb, x+3rb (rb in bytes)
+// with one token's activations packed by packBF16Pairs at y, into out[0..3], with VDPBF16PS.
+//
+//go:noescape
+func dotBF16DPr4(x *byte, rb int, y *uint16, n int, out *float32)
+
 // dotBF16DPt1 is dotBF16AVX2 of one row of n (a multiple of 64) BF16 weights at x with each of 1
 // token rows packed by packBF16Pairs at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes), with VDPBF16PS.
 //
