@@ -261,7 +261,7 @@ func decodeIQ1MBytesAVX512() {
 		v := YMM()
 		VPBROADCASTB(lo.As32(), v)
 		VPBROADCASTB(hi.As32(), khi, v)
-		VMOVDQU8_Z(v, nz, v)     // 0 where the grid byte is 0
+		VMOVDQU8_Z(v, nz, v)          // 0 where the grid byte is 0
 		VPSUBB(v, zero.AsY(), neg, v) // negated where it is -1
 		VMOVDQU8(v, Mem{Base: w, Disp: 64 * ib})
 		raw("VPDPBUSD", v, ones, acc)
