@@ -154,3 +154,114 @@ func vdpbf16ps(dst, src1, src2 int) {
 		Instruction(&ir.Instruction{Opcode: "BYTE", Operands: []Op{U8(b)}})
 	}
 }
+
+// dotBF16DPr4 emits dotBF16DPr4: dotBF16DPt1 of four rows of n BF16 weights at
+// x, x+rb, x+2rb, x+3rb against one token's packed activations y, into
+// out[0..3]: each row's accumulators take the same VDPBF16PS steps in the same
+// order as dotBF16DPt1's (so the same bits), the token's 128 columns loaded
+// once for the four rows. For one-token products of many columns (a 1b
+// model's ffn_down, 8192), where one row a call leaves the activations to be
+// read again from L2 for every row (F16's dotF16AVX512r4, h47e).
+func dotBF16DPr4() {
+	evex = true
+	defer func() { evex = false }()
+	const name = "dotBF16DPr4"
+	TEXT(name, NOSPLIT, "func(x *byte, rb int, y *uint16, n int, out *float32)")
+	Pragma("noescape")
+	Doc(name+" is dotBF16DPt1 of 4 rows of n (a multiple of 64) BF16 weights at x, x+rb, x+2rb, x+3rb (rb in bytes)",
+		"with one token's activations packed by packBF16Pairs at y, into out[0..3], with VDPBF16PS.")
+	x, rb, y, n := GP64(), GP64(), GP64(), GP64()
+	Load(Param("x"), x)
+	Load(Param("rb"), rb)
+	Load(Param("y"), y)
+	Load(Param("n"), n)
+	x3 := GP64()
+	LEAQ(Mem{Base: x, Index: rb, Scale: 2}, x3)
+	ADDQ(rb, x3)
+	rowMem := func(r, disp int) Mem {
+		switch r {
+		case 1:
+			return Mem{Base: x, Index: rb, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: x, Index: rb, Scale: 2, Disp: disp}
+		case 3:
+			return Mem{Base: x3, Disp: disp}
+		}
+		return Mem{Base: x, Disp: disp}
+	}
+	// Physical registers: Z0-Z3 the activations, Z4-Z7 a row's weights,
+	// Z8-Z11 its word pairs, Z12+4r+k row r's accumulator k.
+	z := func(i int) VecPhysical { return zmmRegs[i] }
+	for r := 0; r < 4; r++ {
+		for k := 0; k < 4; k++ {
+			a := z(12 + 4*r + k)
+			VPXORD(a, a, a)
+		}
+	}
+	// rows multiplies the 128 columns of every row (full: both 64-column
+	// blocks, else the first with zeros) by the activations in Z0-Z3.
+	rows := func(full bool) {
+		for r := 0; r < 4; r++ {
+			if full {
+				for k := 0; k < 4; k++ {
+					VMOVDQU16(rowMem(r, 64*k), z(4+k))
+				}
+			} else {
+				for k := 0; k < 2; k++ {
+					VMOVDQU16(rowMem(r, 64*k), z(4+k))
+				}
+				VPXORD(z(6), z(6), z(6))
+				VPXORD(z(7), z(7), z(7))
+			}
+			VPUNPCKLWD(z(4), z(6), z(8)) // even words block 2b+1, odd words block 2b
+			VPUNPCKHWD(z(4), z(6), z(9))
+			VPUNPCKLWD(z(5), z(7), z(10))
+			VPUNPCKHWD(z(5), z(7), z(11))
+			for k := 0; k < 4; k++ {
+				vdpbf16ps(12+4*r+k, 8+k, k)
+			}
+		}
+	}
+	Label(name + "_loop")
+	CMPQ(n, U8(128))
+	JL(LabelRef(name + "_last"))
+	for k := 0; k < 4; k++ {
+		VMOVUPS(Mem{Base: y, Disp: 64 * k}, z(k))
+	}
+	rows(true)
+	ADDQ(U32(256), x)
+	ADDQ(U32(256), x3)
+	ADDQ(U32(256), y)
+	SUBQ(U32(128), n)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_last")
+	CMPQ(n, U8(64))
+	JL(LabelRef(name + "_reduce"))
+	for k := 0; k < 4; k++ {
+		VMOVUPS(Mem{Base: y, Disp: 64 * k}, z(k))
+	}
+	rows(false)
+	Label(name + "_reduce")
+	out := GP64()
+	Load(Param("out"), out)
+	for r := 0; r < 4; r++ {
+		a := func(k int) VecPhysical { return z(12 + 4*r + k) }
+		for _, imm := range []uint8{0xb1, 0x4e} { // a_k + a_k+1, then + a_k+2
+			for k := 0; k < 4; k++ {
+				VSHUFF32X4(U8(imm), a(k), a(k), z(k))
+				VADDPS(z(k), a(k), a(k))
+			}
+		}
+		VADDPS(a(2), a(0), a(0))
+		VADDPS(a(3), a(1), a(1))
+		s, h := X4, X5
+		VADDPS(a(1).AsX(), a(0).AsX(), s)
+		VMOVHLPS(s, s, h)
+		VADDPS(h, s, s)
+		VMOVSHDUP(s, h)
+		VADDSS(h, s, s)
+		VMOVSS(s, Mem{Base: out, Disp: 4 * r})
+	}
+	VZEROUPPER()
+	RET()
+}

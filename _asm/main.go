@@ -163,6 +163,9 @@ func main() {
 	iq1sPanelConstants()
 	iq1sPanelAVX512r4t4()
 	decodeIQ1SBytesAVX512()
+	iq1mBytePanelConstants()
+	iq1mPanelAVX512r4t4()
+	decodeIQ1MBytesAVX512()
 	for _, g := range latticeGroups512 {
 		decodePanelAVX512(g.typ, g.size, g.group)
 	}
@@ -198,6 +201,7 @@ func main() {
 	for _, t := range floatTileTokens {
 		dotFloatAVX512Tokens("F32", 4, t)
 	}
+	dotBF16DPr4()
 	for _, t := range bf16DPTokens {
 		dotBF16DPTokens(t)
 	}

@@ -107,3 +107,57 @@ func setBF16DP(on bool) (was bool) {
 	was, useBF16DP = useBF16DP, on && useAVX512 && cpu.X86.HasAVX512BF16
 	return was
 }
+
+// TestBF16DPRows4: dotBF16DPr4 gives each of its four rows dotBF16AVX2's bits
+// (dotBF16DPt1's), for rows of an even and an odd number of 64-column blocks
+// and a row stride past the row's end, and writes only out[0..3]; one-token
+// MatMuls of many columns (through it from bf16DPRowsMinCols, the rows past a
+// multiple of 4 through dotBF16DPt1) give the AVX2 level's bits.
+func TestBF16DPRows4(t *testing.T) {
+	if !cpu.X86.HasAVX512BF16 || !useAVX512 {
+		t.Skip("no AVX512_BF16")
+	}
+	r := rand.New(rand.NewPCG(49, 5))
+	for _, cols := range []int{64, 128, 192, 768, 2048 + 64} {
+		rb := 2*cols + 128
+		data := make([]byte, 4*rb)
+		for i := 0; i < 4*rb/2; i++ {
+			v := float32(r.NormFloat64()) * float32(math.Ldexp(1, r.IntN(24)-12))
+			le16put(data[2*i:], F32ToBF16(v))
+		}
+		x := make([]float32, cols)
+		for i := range x {
+			x[i] = RoundBF16(float32(r.NormFloat64()) * float32(math.Ldexp(1, r.IntN(16)-8)))
+		}
+		bp := make([]uint16, bf16PairWords(cols))
+		packBF16Pairs(bp, x, cols)
+		out := []float32{-7, -7, -7, -7, -7}
+		dotBF16DPr4(&data[0], rb, &bp[0], cols, &out[0])
+		if out[4] != -7 {
+			t.Fatalf("cols %d: wrote out[4]", cols)
+		}
+		for i := 0; i < 4; i++ {
+			want := dotBF16AVX2(&data[i*rb], &x[0], cols)
+			if math.Float32bits(out[i]) != math.Float32bits(want) {
+				t.Fatalf("cols %d, row %d: %v (%#x), want dotBF16AVX2's %v (%#x)", cols, i, out[i], math.Float32bits(out[i]), want, math.Float32bits(want))
+			}
+		}
+	}
+	const rows, cols = 11, bf16DPRowsMinCols/64*64 + 3*64 // an odd number of 64-column blocks
+	w := Matrix{Type: BF16, Rows: rows, Cols: cols, Data: make([]byte, rows*BF16.RowBytes(cols))}
+	for i := 0; i < rows; i++ {
+		fillRow(r, BF16, w.Row(i), 0.1)
+	}
+	x := randRow(r, cols, 1)
+	restore := setSIMD("avx2")
+	want := make([]float32, rows)
+	MatMul(want, w, x, 1)
+	restore()
+	got := make([]float32, rows)
+	MatMul(got, w, x, 1)
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("MatMul %d×%d: output %d = %v, want %v", rows, cols, i, got[i], want[i])
+		}
+	}
+}

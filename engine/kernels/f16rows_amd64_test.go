@@ -156,6 +156,14 @@ func BenchmarkF16DecodeRows(b *testing.B) {
 					dotBF16DPt1(&data[i*rb], &bp[0], 0, cols, &out[i], 0)
 				}
 			}},
+			{"bf16dp4", func() {
+				if !useBF16DP {
+					return
+				}
+				for i := 0; i < rows; i += 4 {
+					dotBF16DPr4(&data[i*rb], rb, &bp[0], cols, &out[i])
+				}
+			}},
 			{"read", func() {
 				wd := unsafe.Slice((*uint64)(unsafe.Pointer(&data[0])), len(data)/8)
 				var a [8]uint64

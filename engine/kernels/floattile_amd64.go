@@ -214,7 +214,8 @@ func (a *acts) packBF16(rows, cols int) {
 }
 
 // bf16DPRows computes token 0's outputs of BF16 rows [lo, hi) with
-// dotBF16DPt1 when a.bp holds the packed activations, and returns hi;
+// dotBF16DPt1 (four rows a call through dotBF16DPr4 from bf16DPRowsMinCols
+// columns) when a.bp holds the packed activations, and returns hi;
 // otherwise it returns lo.
 func (m *matMul) bf16DPRows(lo, hi int) int {
 	a := m.a
@@ -226,11 +227,24 @@ func (m *matMul) bf16DPRows(lo, hi int) int {
 	_ = m.dst[hi-1]
 	_ = a.bp[bf16PairWords(cols)-1]
 	y := &a.bp[0]
-	for r := lo; r < hi; r++ {
+	r := lo
+	if cols >= bf16DPRowsMinCols {
+		for ; r+4 <= hi; r += 4 {
+			dotBF16DPr4(&m.w.Data[r*m.rb], m.rb, y, cols, &m.dst[r])
+		}
+	}
+	for ; r < hi; r++ {
 		dotBF16DPt1(&m.w.Data[r*m.rb], y, 0, cols, &m.dst[r], 0)
 	}
 	return hi
 }
+
+// bf16DPRowsMinCols is the least number of columns for which one-token BF16
+// products take four rows a call (dotBF16DPr4: the token's packed activations,
+// 2·cols bytes, loaded once for the four rows); fewer take one row a call
+// (dotBF16DPt1). As F16's f16RowsMinCols: at 8192 columns one row a call
+// reads the activations again from L2 for every row.
+const bf16DPRowsMinCols = 4097
 
 // bf16DPTokens is floatTokens for BF16 with the VDPBF16PS kernels (groups of
 // 6, 4 or 2 tokens, dotBF16DPt6 …), when a.bp holds the packed activations.

@@ -35,6 +35,9 @@ func (m *matMul) panelTokens(lo, hi int) int {
 	case IQ1_S:
 		return m.iq1sPanelTokens(lo, hi)
 	}
+	if usesIQ1MBytes(m.w.Type) {
+		return m.iq1mPanelTokens(lo, hi)
+	}
 	if useIQ3SBytes(m.w.Type) {
 		return m.iq3sPanelTokens(lo, hi)
 	}

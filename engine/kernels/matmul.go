@@ -80,6 +80,9 @@ type acts struct {
 	// q8kU is, for IQ1_S's byte panels, the quants plus 128 as bytes, in
 	// q8k's order (iq1spanel.go).
 	q8kU []uint8
+	// q8kS8 is, for IQ1_M's byte panels, each block's 32 sums of 8 quants,
+	// in q8k's order (iq1mpanel.go).
+	q8kS8 []int16
 	// q8kB is, for IQ3_S's byte panels, the quants as bytes q+128 in their
 	// order (iq3spanel.go).
 	q8kB []byte
@@ -155,6 +158,7 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 		}
 		a.bsT, a.q8kP, a.q6P, a.q8kA = a.bsT[:0], a.q8kP[:0], a.q6P[:0], a.q8kA[:0]
 		a.q8kW, a.q8kU, a.q8kB, a.q8kO = a.q8kW[:0], a.q8kU[:0], a.q8kB[:0], a.q8kO[:0]
+		a.q8kS8 = a.q8kS8[:0]
 		a.layoutQ8K(wt)
 	default:
 		panic("kernels: no activation format " + typ.String())
@@ -162,7 +166,7 @@ func (a *acts) prepare(wt Type, x []float32, rows, cols int) {
 }
 
 // layoutQ8K adds the layouts of the Q8_K activations that a product of
-// weights of type wt reads (bsT, q8kP, q6P, q8kU, q8kW, q8kB, q8kO), those not
+// weights of type wt reads (bsT, q8kP, q6P, q8kU, q8kS8, q8kW, q8kB, q8kO), those not
 // laid out yet. MatMuls shares one acts between the products of a call with the
 // same activation format whatever their weight types (mmGroup.shared), so a
 // product whose type reads a layout the first product's did not (a Q4_K
@@ -198,6 +202,14 @@ func (a *acts) layoutQ8K(wt Type) {
 			a.q8kU = grow(a.q8kU, rows*nb*qkK)
 			for i := range rows * nb {
 				unsignQ8K(a.q8kU[i*qkK:(i+1)*qkK], &a.q8k[i].qs)
+			}
+		}
+	case panel && usesIQ1MBytes(wt): // IQ1_M's byte panels read q8kU and q8kS8
+		if len(a.q8kS8) == 0 {
+			a.q8kU = grow(a.q8kU, rows*nb*qkK)
+			a.q8kS8 = grow(a.q8kS8, rows*nb*32)
+			for i := range rows * nb {
+				unsignSums8Q8K(a.q8kU[i*qkK:(i+1)*qkK], a.q8kS8[i*32:(i+1)*32], &a.q8k[i].qs)
 			}
 		}
 	case panel && useIQ3SBytes(wt): // IQ3_S's byte panels read q8kB

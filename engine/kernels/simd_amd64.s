@@ -29695,6 +29695,675 @@ decode_IQ1SB:
 	VZEROUPPER
 	RET
 
+DATA iq1mTrans<>+0(SB)/8, $0x0000000400000000
+DATA iq1mTrans<>+8(SB)/8, $0x0000000c00000008
+DATA iq1mTrans<>+16(SB)/8, $0x0000000500000001
+DATA iq1mTrans<>+24(SB)/8, $0x0000000d00000009
+DATA iq1mTrans<>+32(SB)/8, $0x0000000600000002
+DATA iq1mTrans<>+40(SB)/8, $0x0000000e0000000a
+DATA iq1mTrans<>+48(SB)/8, $0x0000000700000003
+DATA iq1mTrans<>+56(SB)/8, $0x0000000f0000000b
+GLOBL iq1mTrans<>(SB), RODATA|NOPTR, $64
+
+DATA iq1mScIdx<>+0(SB)/8, $0x0000000000000000
+DATA iq1mScIdx<>+8(SB)/8, $0x0000000000000000
+DATA iq1mScIdx<>+16(SB)/8, $0x0001000100010001
+DATA iq1mScIdx<>+24(SB)/8, $0x0001000100010001
+DATA iq1mScIdx<>+32(SB)/8, $0x0002000200020002
+DATA iq1mScIdx<>+40(SB)/8, $0x0002000200020002
+DATA iq1mScIdx<>+48(SB)/8, $0x0003000300030003
+DATA iq1mScIdx<>+56(SB)/8, $0x0003000300030003
+GLOBL iq1mScIdx<>(SB), RODATA|NOPTR, $64
+
+DATA iq1mScSh<>+0(SB)/8, $0x0003000300000000
+DATA iq1mScSh<>+8(SB)/8, $0x0009000900060006
+DATA iq1mScSh<>+16(SB)/8, $0x0003000300000000
+DATA iq1mScSh<>+24(SB)/8, $0x0009000900060006
+DATA iq1mScSh<>+32(SB)/8, $0x0003000300000000
+DATA iq1mScSh<>+40(SB)/8, $0x0009000900060006
+DATA iq1mScSh<>+48(SB)/8, $0x0003000300000000
+DATA iq1mScSh<>+56(SB)/8, $0x0009000900060006
+GLOBL iq1mScSh<>(SB), RODATA|NOPTR, $64
+
+DATA iq1mQhIdx<>+0(SB)/8, $0x0001000100000000
+DATA iq1mQhIdx<>+8(SB)/8, $0x0003000300020002
+DATA iq1mQhIdx<>+16(SB)/8, $0x0005000500040004
+DATA iq1mQhIdx<>+24(SB)/8, $0x0007000700060006
+DATA iq1mQhIdx<>+32(SB)/8, $0x0009000900080008
+DATA iq1mQhIdx<>+40(SB)/8, $0x000b000b000a000a
+DATA iq1mQhIdx<>+48(SB)/8, $0x000d000d000c000c
+DATA iq1mQhIdx<>+56(SB)/8, $0x000f000f000e000e
+GLOBL iq1mQhIdx<>(SB), RODATA|NOPTR, $64
+
+DATA iq1mQhBit<>+0(SB)/8, $0x0080000800800008
+DATA iq1mQhBit<>+8(SB)/8, $0x0080000800800008
+DATA iq1mQhBit<>+16(SB)/8, $0x0080000800800008
+DATA iq1mQhBit<>+24(SB)/8, $0x0080000800800008
+DATA iq1mQhBit<>+32(SB)/8, $0x0080000800800008
+DATA iq1mQhBit<>+40(SB)/8, $0x0080000800800008
+DATA iq1mQhBit<>+48(SB)/8, $0x0080000800800008
+DATA iq1mQhBit<>+56(SB)/8, $0x0080000800800008
+GLOBL iq1mQhBit<>(SB), RODATA|NOPTR, $64
+
+// func iq1mPanelAVX512r4t4(w *byte, c *int32, dl *int16, dx *float32, a *byte, ts int, s8 *int16, dy *float32, dys int, nb int, out *float32)
+// Requires: AVX, AVX512F
+TEXT ·iq1mPanelAVX512r4t4(SB), NOSPLIT, $0-88
+	MOVQ         w+0(FP), AX
+	MOVQ         c+8(FP), CX
+	MOVQ         dl+16(FP), DX
+	MOVQ         dx+24(FP), BX
+	MOVQ         a+32(FP), SI
+	MOVQ         ts+40(FP), DI
+	MOVQ         s8+48(FP), R8
+	MOVQ         dy+56(FP), R9
+	MOVQ         dys+64(FP), R10
+	MOVQ         nb+72(FP), R11
+	LEAQ         (DI)(DI*2), R12
+	MOVQ         DI, R13
+	SHRQ         $0x02, R13
+	LEAQ         (R13)(R13*2), R14
+	MOVL         $0x3e000000, R15
+	VPBROADCASTD R15, Z0
+	VMOVDQU32    iqPanelTokIdx<>+0(SB), Z1
+	VPXORD       Z2, Z2, Z2
+
+iq1mPanelAVX512r4t4_loop:
+	VMOVDQU32       (CX), Z3
+	VMOVDQU32       (CX), Z4
+	VMOVDQU32       (CX), Z5
+	VMOVDQU32       (CX), Z6
+	VMOVDQU32       64(CX), Z7
+	VMOVDQU32       64(CX), Z8
+	VMOVDQU32       64(CX), Z9
+	VMOVDQU32       64(CX), Z10
+	VBROADCASTI64X4 (SI), Z11
+	VPDPBUSD        (AX), Z11, Z3
+	VPDPBUSD        512(AX), Z11, Z7
+	VBROADCASTI64X4 (SI)(DI*1), Z11
+	VPDPBUSD        (AX), Z11, Z4
+	VPDPBUSD        512(AX), Z11, Z8
+	VBROADCASTI64X4 (SI)(DI*2), Z11
+	VPDPBUSD        (AX), Z11, Z5
+	VPDPBUSD        512(AX), Z11, Z9
+	VBROADCASTI64X4 (SI)(R12*1), Z11
+	VPDPBUSD        (AX), Z11, Z6
+	VPDPBUSD        512(AX), Z11, Z10
+	VBROADCASTI64X4 32(SI), Z11
+	VPDPBUSD        64(AX), Z11, Z3
+	VPDPBUSD        576(AX), Z11, Z7
+	VBROADCASTI64X4 32(SI)(DI*1), Z11
+	VPDPBUSD        64(AX), Z11, Z4
+	VPDPBUSD        576(AX), Z11, Z8
+	VBROADCASTI64X4 32(SI)(DI*2), Z11
+	VPDPBUSD        64(AX), Z11, Z5
+	VPDPBUSD        576(AX), Z11, Z9
+	VBROADCASTI64X4 32(SI)(R12*1), Z11
+	VPDPBUSD        64(AX), Z11, Z6
+	VPDPBUSD        576(AX), Z11, Z10
+	VBROADCASTI64X4 64(SI), Z11
+	VPDPBUSD        128(AX), Z11, Z3
+	VPDPBUSD        640(AX), Z11, Z7
+	VBROADCASTI64X4 64(SI)(DI*1), Z11
+	VPDPBUSD        128(AX), Z11, Z4
+	VPDPBUSD        640(AX), Z11, Z8
+	VBROADCASTI64X4 64(SI)(DI*2), Z11
+	VPDPBUSD        128(AX), Z11, Z5
+	VPDPBUSD        640(AX), Z11, Z9
+	VBROADCASTI64X4 64(SI)(R12*1), Z11
+	VPDPBUSD        128(AX), Z11, Z6
+	VPDPBUSD        640(AX), Z11, Z10
+	VBROADCASTI64X4 96(SI), Z11
+	VPDPBUSD        192(AX), Z11, Z3
+	VPDPBUSD        704(AX), Z11, Z7
+	VBROADCASTI64X4 96(SI)(DI*1), Z11
+	VPDPBUSD        192(AX), Z11, Z4
+	VPDPBUSD        704(AX), Z11, Z8
+	VBROADCASTI64X4 96(SI)(DI*2), Z11
+	VPDPBUSD        192(AX), Z11, Z5
+	VPDPBUSD        704(AX), Z11, Z9
+	VBROADCASTI64X4 96(SI)(R12*1), Z11
+	VPDPBUSD        192(AX), Z11, Z6
+	VPDPBUSD        704(AX), Z11, Z10
+	VBROADCASTI64X4 128(SI), Z11
+	VPDPBUSD        256(AX), Z11, Z3
+	VPDPBUSD        768(AX), Z11, Z7
+	VBROADCASTI64X4 128(SI)(DI*1), Z11
+	VPDPBUSD        256(AX), Z11, Z4
+	VPDPBUSD        768(AX), Z11, Z8
+	VBROADCASTI64X4 128(SI)(DI*2), Z11
+	VPDPBUSD        256(AX), Z11, Z5
+	VPDPBUSD        768(AX), Z11, Z9
+	VBROADCASTI64X4 128(SI)(R12*1), Z11
+	VPDPBUSD        256(AX), Z11, Z6
+	VPDPBUSD        768(AX), Z11, Z10
+	VBROADCASTI64X4 160(SI), Z11
+	VPDPBUSD        320(AX), Z11, Z3
+	VPDPBUSD        832(AX), Z11, Z7
+	VBROADCASTI64X4 160(SI)(DI*1), Z11
+	VPDPBUSD        320(AX), Z11, Z4
+	VPDPBUSD        832(AX), Z11, Z8
+	VBROADCASTI64X4 160(SI)(DI*2), Z11
+	VPDPBUSD        320(AX), Z11, Z5
+	VPDPBUSD        832(AX), Z11, Z9
+	VBROADCASTI64X4 160(SI)(R12*1), Z11
+	VPDPBUSD        320(AX), Z11, Z6
+	VPDPBUSD        832(AX), Z11, Z10
+	VBROADCASTI64X4 192(SI), Z11
+	VPDPBUSD        384(AX), Z11, Z3
+	VPDPBUSD        896(AX), Z11, Z7
+	VBROADCASTI64X4 192(SI)(DI*1), Z11
+	VPDPBUSD        384(AX), Z11, Z4
+	VPDPBUSD        896(AX), Z11, Z8
+	VBROADCASTI64X4 192(SI)(DI*2), Z11
+	VPDPBUSD        384(AX), Z11, Z5
+	VPDPBUSD        896(AX), Z11, Z9
+	VBROADCASTI64X4 192(SI)(R12*1), Z11
+	VPDPBUSD        384(AX), Z11, Z6
+	VPDPBUSD        896(AX), Z11, Z10
+	VBROADCASTI64X4 224(SI), Z11
+	VPDPBUSD        448(AX), Z11, Z3
+	VPDPBUSD        960(AX), Z11, Z7
+	VBROADCASTI64X4 224(SI)(DI*1), Z11
+	VPDPBUSD        448(AX), Z11, Z4
+	VPDPBUSD        960(AX), Z11, Z8
+	VBROADCASTI64X4 224(SI)(DI*2), Z11
+	VPDPBUSD        448(AX), Z11, Z5
+	VPDPBUSD        960(AX), Z11, Z9
+	VBROADCASTI64X4 224(SI)(R12*1), Z11
+	VPDPBUSD        448(AX), Z11, Z6
+	VPDPBUSD        960(AX), Z11, Z10
+	VBROADCASTI64X4 (R8), Z11
+	VPDPWSSD        (DX), Z11, Z3
+	VPDPWSSD        128(DX), Z11, Z7
+	VBROADCASTI64X4 (R8)(R13*1), Z11
+	VPDPWSSD        (DX), Z11, Z4
+	VPDPWSSD        128(DX), Z11, Z8
+	VBROADCASTI64X4 (R8)(R13*2), Z11
+	VPDPWSSD        (DX), Z11, Z5
+	VPDPWSSD        128(DX), Z11, Z9
+	VBROADCASTI64X4 (R8)(R14*1), Z11
+	VPDPWSSD        (DX), Z11, Z6
+	VPDPWSSD        128(DX), Z11, Z10
+	VBROADCASTI64X4 32(R8), Z11
+	VPDPWSSD        64(DX), Z11, Z3
+	VPDPWSSD        192(DX), Z11, Z7
+	VBROADCASTI64X4 32(R8)(R13*1), Z11
+	VPDPWSSD        64(DX), Z11, Z4
+	VPDPWSSD        192(DX), Z11, Z8
+	VBROADCASTI64X4 32(R8)(R13*2), Z11
+	VPDPWSSD        64(DX), Z11, Z5
+	VPDPWSSD        192(DX), Z11, Z9
+	VBROADCASTI64X4 32(R8)(R14*1), Z11
+	VPDPWSSD        64(DX), Z11, Z6
+	VPDPWSSD        192(DX), Z11, Z10
+	VSHUFI64X2      $0x88, Z7, Z3, Z11
+	VSHUFI64X2      $0xdd, Z7, Z3, Z3
+	VPADDD          Z3, Z11, Z11
+	VSHUFI64X2      $0x88, Z8, Z4, Z3
+	VSHUFI64X2      $0xdd, Z8, Z4, Z4
+	VPADDD          Z4, Z3, Z3
+	VSHUFI64X2      $0x88, Z9, Z5, Z4
+	VSHUFI64X2      $0xdd, Z9, Z5, Z5
+	VPADDD          Z5, Z4, Z4
+	VSHUFI64X2      $0x88, Z10, Z6, Z5
+	VSHUFI64X2      $0xdd, Z10, Z6, Z6
+	VPADDD          Z6, Z5, Z5
+	VPUNPCKLQDQ     Z3, Z11, Z6
+	VPUNPCKHQDQ     Z3, Z11, Z3
+	VPADDD          Z3, Z6, Z6
+	VPUNPCKLQDQ     Z5, Z4, Z3
+	VPUNPCKHQDQ     Z5, Z4, Z4
+	VPADDD          Z4, Z3, Z3
+	VSHUFPS         $0x88, Z3, Z6, Z4
+	VSHUFPS         $0xdd, Z3, Z6, Z3
+	VPADDD          Z3, Z4, Z4
+	VCVTDQ2PS       Z4, Z4
+	VMOVUPS         (BX), X12
+	VPERMPS         Z12, Z1, Z3
+	VBROADCASTF32X4 (R9), Z5
+	VMULPS          Z5, Z3, Z3
+	VMULPS          Z0, Z4, Z4
+	VMULPS          Z4, Z3, Z3
+	VADDPS          Z3, Z2, Z2
+	ADDQ            $0x00001000, AX
+	ADDQ            $0x00000200, CX
+	ADDQ            $0x00000400, DX
+	ADDQ            $0x40, BX
+	ADDQ            $0x00000100, SI
+	ADDQ            $0x40, R8
+	ADDQ            R10, R9
+	DECQ            R11
+	JNZ             iq1mPanelAVX512r4t4_loop
+	VMOVDQU32       iq1mTrans<>+0(SB), Z0
+	VPERMPS         Z2, Z0, Z2
+	MOVQ            out+80(FP), AX
+	VMOVUPS         Z2, (AX)
+	VZEROUPPER
+	RET
+
+// func decodeIQ1MBytesAVX512(x *byte, nb int, w *byte, c *int32, dl *int16, dx *float32, grid *byte)
+// Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C
+TEXT ·decodeIQ1MBytesAVX512(SB), NOSPLIT, $0-56
+	MOVQ         x+0(FP), AX
+	MOVQ         nb+8(FP), CX
+	MOVQ         w+16(FP), DX
+	MOVQ         c+24(FP), BX
+	MOVQ         dl+32(FP), SI
+	MOVQ         dx+40(FP), DI
+	MOVQ         grid+48(FP), R8
+	MOVL         $0x01010101, R9
+	VPBROADCASTD R9, Y0
+	MOVL         $0x00070007, R9
+	VPBROADCASTD R9, Z2
+	MOVL         $0x00010001, R9
+	VPBROADCASTD R9, Z3
+	MOVL         $0xffff0000, R9
+	KMOVD        R9, K1
+	VPXORD       Z1, Z1, Z1
+	VMOVDQU16    iq1mScIdx<>+0(SB), Z4
+	VMOVDQU16    iq1mScSh<>+0(SB), Z5
+	VMOVDQU16    iq1mQhIdx<>+0(SB), Z6
+	VMOVDQU16    iq1mQhBit<>+0(SB), Z7
+
+decode_IQ1MB:
+	MOVWQZX       48(AX), R9
+	SHRQ          $0x0c, R9
+	MOVWQZX       50(AX), R10
+	SHRQ          $0x08, R10
+	ANDQ          $0x000000f0, R10
+	ORQ           R10, R9
+	MOVWQZX       52(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x00000f00, R10
+	ORQ           R10, R9
+	MOVWQZX       54(AX), R10
+	ANDQ          $0x0000f000, R10
+	ORQ           R10, R9
+	VMOVD         R9, X8
+	VCVTPH2PS     X8, X8
+	VMOVSS        X8, (DI)
+	VPXORD        Y9, Y9, Y9
+	MOVBQZX       32(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       (AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X8
+	MOVBQZX       32(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       1(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X8, X8
+	MOVBQZX       33(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       2(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X10
+	MOVBQZX       33(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       3(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X10, X10
+	VINSERTI32X4  $0x01, X10, Y8, Y10
+	MOVWQZX       48(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x03, R10
+	ANDQ          $0x07, R9
+	ANDQ          $0x07, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x03, R9
+	SHLQ          $0x03, R10
+	VPMOVB2M      Y10, K2
+	VPTESTMB      Y10, Y10, K3
+	VPBROADCASTB  R9, Y10
+	VPBROADCASTB  R10, K1, Y10
+	VMOVDQU8.Z    Y10, K3, Y10
+	VPSUBB        Y10, Y1, K2, Y10
+	VMOVDQU8      Y10, (DX)
+	VPDPBUSD      Y10, Y0, Y9
+	MOVBQZX       34(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       4(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X8
+	MOVBQZX       34(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       5(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X8, X8
+	MOVBQZX       35(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       6(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X10
+	MOVBQZX       35(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       7(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X10, X10
+	VINSERTI32X4  $0x01, X10, Y8, Y10
+	MOVWQZX       48(AX), R9
+	SHRQ          $0x06, R9
+	MOVQ          R9, R10
+	SHRQ          $0x03, R10
+	ANDQ          $0x07, R9
+	ANDQ          $0x07, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x03, R9
+	SHLQ          $0x03, R10
+	VPMOVB2M      Y10, K2
+	VPTESTMB      Y10, Y10, K3
+	VPBROADCASTB  R9, Y10
+	VPBROADCASTB  R10, K1, Y10
+	VMOVDQU8.Z    Y10, K3, Y10
+	VPSUBB        Y10, Y1, K2, Y10
+	VMOVDQU8      Y10, 64(DX)
+	VPDPBUSD      Y10, Y0, Y9
+	MOVBQZX       36(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       8(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X8
+	MOVBQZX       36(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       9(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X8, X8
+	MOVBQZX       37(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       10(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X10
+	MOVBQZX       37(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       11(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X10, X10
+	VINSERTI32X4  $0x01, X10, Y8, Y10
+	MOVWQZX       50(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x03, R10
+	ANDQ          $0x07, R9
+	ANDQ          $0x07, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x03, R9
+	SHLQ          $0x03, R10
+	VPMOVB2M      Y10, K2
+	VPTESTMB      Y10, Y10, K3
+	VPBROADCASTB  R9, Y10
+	VPBROADCASTB  R10, K1, Y10
+	VMOVDQU8.Z    Y10, K3, Y10
+	VPSUBB        Y10, Y1, K2, Y10
+	VMOVDQU8      Y10, 128(DX)
+	VPDPBUSD      Y10, Y0, Y9
+	MOVBQZX       38(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       12(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X8
+	MOVBQZX       38(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       13(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X8, X8
+	MOVBQZX       39(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       14(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X10
+	MOVBQZX       39(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       15(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X10, X10
+	VINSERTI32X4  $0x01, X10, Y8, Y10
+	MOVWQZX       50(AX), R9
+	SHRQ          $0x06, R9
+	MOVQ          R9, R10
+	SHRQ          $0x03, R10
+	ANDQ          $0x07, R9
+	ANDQ          $0x07, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x03, R9
+	SHLQ          $0x03, R10
+	VPMOVB2M      Y10, K2
+	VPTESTMB      Y10, Y10, K3
+	VPBROADCASTB  R9, Y10
+	VPBROADCASTB  R10, K1, Y10
+	VMOVDQU8.Z    Y10, K3, Y10
+	VPSUBB        Y10, Y1, K2, Y10
+	VMOVDQU8      Y10, 192(DX)
+	VPDPBUSD      Y10, Y0, Y9
+	MOVBQZX       40(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       16(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X8
+	MOVBQZX       40(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       17(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X8, X8
+	MOVBQZX       41(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       18(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X10
+	MOVBQZX       41(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       19(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X10, X10
+	VINSERTI32X4  $0x01, X10, Y8, Y10
+	MOVWQZX       52(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x03, R10
+	ANDQ          $0x07, R9
+	ANDQ          $0x07, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x03, R9
+	SHLQ          $0x03, R10
+	VPMOVB2M      Y10, K2
+	VPTESTMB      Y10, Y10, K3
+	VPBROADCASTB  R9, Y10
+	VPBROADCASTB  R10, K1, Y10
+	VMOVDQU8.Z    Y10, K3, Y10
+	VPSUBB        Y10, Y1, K2, Y10
+	VMOVDQU8      Y10, 256(DX)
+	VPDPBUSD      Y10, Y0, Y9
+	MOVBQZX       42(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       20(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X8
+	MOVBQZX       42(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       21(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X8, X8
+	MOVBQZX       43(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       22(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X10
+	MOVBQZX       43(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       23(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X10, X10
+	VINSERTI32X4  $0x01, X10, Y8, Y10
+	MOVWQZX       52(AX), R9
+	SHRQ          $0x06, R9
+	MOVQ          R9, R10
+	SHRQ          $0x03, R10
+	ANDQ          $0x07, R9
+	ANDQ          $0x07, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x03, R9
+	SHLQ          $0x03, R10
+	VPMOVB2M      Y10, K2
+	VPTESTMB      Y10, Y10, K3
+	VPBROADCASTB  R9, Y10
+	VPBROADCASTB  R10, K1, Y10
+	VMOVDQU8.Z    Y10, K3, Y10
+	VPSUBB        Y10, Y1, K2, Y10
+	VMOVDQU8      Y10, 320(DX)
+	VPDPBUSD      Y10, Y0, Y9
+	MOVBQZX       44(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       24(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X8
+	MOVBQZX       44(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       25(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X8, X8
+	MOVBQZX       45(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       26(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X10
+	MOVBQZX       45(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       27(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X10, X10
+	VINSERTI32X4  $0x01, X10, Y8, Y10
+	MOVWQZX       54(AX), R9
+	MOVQ          R9, R10
+	SHRQ          $0x03, R10
+	ANDQ          $0x07, R9
+	ANDQ          $0x07, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x03, R9
+	SHLQ          $0x03, R10
+	VPMOVB2M      Y10, K2
+	VPTESTMB      Y10, Y10, K3
+	VPBROADCASTB  R9, Y10
+	VPBROADCASTB  R10, K1, Y10
+	VMOVDQU8.Z    Y10, K3, Y10
+	VPSUBB        Y10, Y1, K2, Y10
+	VMOVDQU8      Y10, 384(DX)
+	VPDPBUSD      Y10, Y0, Y9
+	MOVBQZX       46(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       28(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X8
+	MOVBQZX       46(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       29(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X8, X8
+	MOVBQZX       47(AX), R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       30(AX), R9
+	ORQ           R10, R9
+	VMOVQ         (R8)(R9*8), X10
+	MOVBQZX       47(AX), R10
+	SHRQ          $0x04, R10
+	ANDQ          $0x07, R10
+	SHLQ          $0x08, R10
+	MOVBQZX       31(AX), R9
+	ORQ           R10, R9
+	VPINSRQ       $0x01, (R8)(R9*8), X10, X10
+	VINSERTI32X4  $0x01, X10, Y8, Y10
+	MOVWQZX       54(AX), R9
+	SHRQ          $0x06, R9
+	MOVQ          R9, R10
+	SHRQ          $0x03, R10
+	ANDQ          $0x07, R9
+	ANDQ          $0x07, R10
+	LEAQ          1(R9)(R9*1), R9
+	LEAQ          1(R10)(R10*1), R10
+	SHLQ          $0x03, R9
+	SHLQ          $0x03, R10
+	VPMOVB2M      Y10, K2
+	VPTESTMB      Y10, Y10, K3
+	VPBROADCASTB  R9, Y10
+	VPBROADCASTB  R10, K1, Y10
+	VMOVDQU8.Z    Y10, K3, Y10
+	VPSUBB        Y10, Y1, K2, Y10
+	VMOVDQU8      Y10, 448(DX)
+	VPDPBUSD      Y10, Y0, Y9
+	VPSLLD        $0x07, Y9, Y9
+	VPSUBD        Y9, Y1, Y9
+	VMOVDQU32     Y9, (BX)
+	VMOVQ         48(AX), X8
+	VPERMW        Z8, Z4, Z10
+	VPSRLVW       Z5, Z10, Z10
+	VPANDD        Z2, Z10, Z10
+	VPADDW        Z10, Z10, Z10
+	VPORD         Z3, Z10, Z10
+	VPMOVZXBW     32(AX), Y11
+	VPERMW        Z11, Z6, Z12
+	VPTESTMW      Z7, Z12, K2
+	VPSUBW        Z10, Z1, K2, Z10
+	VMOVDQU16     Y10, (SI)
+	VEXTRACTI64X4 $0x01, Z10, 64(SI)
+	ADDQ          $0x00000038, AX
+	ADDQ          $0x00001000, DX
+	ADDQ          $0x00000200, BX
+	ADDQ          $0x00000400, SI
+	ADDQ          $0x40, DI
+	DECQ          CX
+	JNZ           decode_IQ1MB
+	VZEROUPPER
+	RET
+
 // func decodeIQ2XXSPanelAVX512(x *byte, nb int, w *int16, dx *float32, grid *byte)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, BMI2, F16C
 TEXT ·decodeIQ2XXSPanelAVX512(SB), NOSPLIT, $0-40
@@ -42854,6 +43523,410 @@ reduce:
 	VMOVSHDUP     X0, X1
 	VADDSS        X1, X0, X0
 	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
+// func dotBF16DPr4(x *byte, rb int, y *uint16, n int, out *float32)
+// Requires: AVX, AVX512BW, AVX512F
+TEXT ·dotBF16DPr4(SB), NOSPLIT, $0-40
+	MOVQ   x+0(FP), AX
+	MOVQ   rb+8(FP), CX
+	MOVQ   y+16(FP), DX
+	MOVQ   n+24(FP), BX
+	LEAQ   (AX)(CX*2), SI
+	ADDQ   CX, SI
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	VPXORD Z24, Z24, Z24
+	VPXORD Z25, Z25, Z25
+	VPXORD Z26, Z26, Z26
+	VPXORD Z27, Z27, Z27
+
+dotBF16DPr4_loop:
+	CMPQ       BX, $0x80
+	JL         dotBF16DPr4_last
+	VMOVUPS    (DX), Z0
+	VMOVUPS    64(DX), Z1
+	VMOVUPS    128(DX), Z2
+	VMOVUPS    192(DX), Z3
+	VMOVDQU16  (AX), Z4
+	VMOVDQU16  64(AX), Z5
+	VMOVDQU16  128(AX), Z6
+	VMOVDQU16  192(AX), Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	VMOVDQU16  (AX)(CX*1), Z4
+	VMOVDQU16  64(AX)(CX*1), Z5
+	VMOVDQU16  128(AX)(CX*1), Z6
+	VMOVDQU16  192(AX)(CX*1), Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVDQU16  (AX)(CX*2), Z4
+	VMOVDQU16  64(AX)(CX*2), Z5
+	VMOVDQU16  128(AX)(CX*2), Z6
+	VMOVDQU16  192(AX)(CX*2), Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	VMOVDQU16  (SI), Z4
+	VMOVDQU16  64(SI), Z5
+	VMOVDQU16  128(SI), Z6
+	VMOVDQU16  192(SI), Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	ADDQ       $0x00000100, AX
+	ADDQ       $0x00000100, SI
+	ADDQ       $0x00000100, DX
+	SUBQ       $0x00000080, BX
+	JMP        dotBF16DPr4_loop
+
+dotBF16DPr4_last:
+	CMPQ       BX, $0x40
+	JL         dotBF16DPr4_reduce
+	VMOVUPS    (DX), Z0
+	VMOVUPS    64(DX), Z1
+	VMOVUPS    128(DX), Z2
+	VMOVUPS    192(DX), Z3
+	VMOVDQU16  (AX), Z4
+	VMOVDQU16  64(AX), Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0x72
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	VMOVDQU16  (AX)(CX*1), Z4
+	VMOVDQU16  64(AX)(CX*1), Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+	VMOVDQU16  (AX)(CX*2), Z4
+	VMOVDQU16  64(AX)(CX*2), Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe0
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xe9
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xf2
+	BYTE       $0x62
+	BYTE       $0xe2
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xfb
+	VMOVDQU16  (SI), Z4
+	VMOVDQU16  64(SI), Z5
+	VPXORD     Z6, Z6, Z6
+	VPXORD     Z7, Z7, Z7
+	VPUNPCKLWD Z4, Z6, Z8
+	VPUNPCKHWD Z4, Z6, Z9
+	VPUNPCKLWD Z5, Z7, Z10
+	VPUNPCKHWD Z5, Z7, Z11
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x3e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc0
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x36
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xc9
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x2e
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xd2
+	BYTE       $0x62
+	BYTE       $0x62
+	BYTE       $0x26
+	BYTE       $0x48
+	BYTE       $0x52
+	BYTE       $0xdb
+
+dotBF16DPr4_reduce:
+	MOVQ       out+32(FP), AX
+	VSHUFF32X4 $0xb1, Z12, Z12, Z0
+	VADDPS     Z0, Z12, Z12
+	VSHUFF32X4 $0xb1, Z13, Z13, Z1
+	VADDPS     Z1, Z13, Z13
+	VSHUFF32X4 $0xb1, Z14, Z14, Z2
+	VADDPS     Z2, Z14, Z14
+	VSHUFF32X4 $0xb1, Z15, Z15, Z3
+	VADDPS     Z3, Z15, Z15
+	VSHUFF32X4 $0x4e, Z12, Z12, Z0
+	VADDPS     Z0, Z12, Z12
+	VSHUFF32X4 $0x4e, Z13, Z13, Z1
+	VADDPS     Z1, Z13, Z13
+	VSHUFF32X4 $0x4e, Z14, Z14, Z2
+	VADDPS     Z2, Z14, Z14
+	VSHUFF32X4 $0x4e, Z15, Z15, Z3
+	VADDPS     Z3, Z15, Z15
+	VADDPS     Z14, Z12, Z12
+	VADDPS     Z15, Z13, Z13
+	VADDPS     X13, X12, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, (AX)
+	VSHUFF32X4 $0xb1, Z16, Z16, Z0
+	VADDPS     Z0, Z16, Z16
+	VSHUFF32X4 $0xb1, Z17, Z17, Z1
+	VADDPS     Z1, Z17, Z17
+	VSHUFF32X4 $0xb1, Z18, Z18, Z2
+	VADDPS     Z2, Z18, Z18
+	VSHUFF32X4 $0xb1, Z19, Z19, Z3
+	VADDPS     Z3, Z19, Z19
+	VSHUFF32X4 $0x4e, Z16, Z16, Z0
+	VADDPS     Z0, Z16, Z16
+	VSHUFF32X4 $0x4e, Z17, Z17, Z1
+	VADDPS     Z1, Z17, Z17
+	VSHUFF32X4 $0x4e, Z18, Z18, Z2
+	VADDPS     Z2, Z18, Z18
+	VSHUFF32X4 $0x4e, Z19, Z19, Z3
+	VADDPS     Z3, Z19, Z19
+	VADDPS     Z18, Z16, Z16
+	VADDPS     Z19, Z17, Z17
+	VADDPS     X17, X16, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, 4(AX)
+	VSHUFF32X4 $0xb1, Z20, Z20, Z0
+	VADDPS     Z0, Z20, Z20
+	VSHUFF32X4 $0xb1, Z21, Z21, Z1
+	VADDPS     Z1, Z21, Z21
+	VSHUFF32X4 $0xb1, Z22, Z22, Z2
+	VADDPS     Z2, Z22, Z22
+	VSHUFF32X4 $0xb1, Z23, Z23, Z3
+	VADDPS     Z3, Z23, Z23
+	VSHUFF32X4 $0x4e, Z20, Z20, Z0
+	VADDPS     Z0, Z20, Z20
+	VSHUFF32X4 $0x4e, Z21, Z21, Z1
+	VADDPS     Z1, Z21, Z21
+	VSHUFF32X4 $0x4e, Z22, Z22, Z2
+	VADDPS     Z2, Z22, Z22
+	VSHUFF32X4 $0x4e, Z23, Z23, Z3
+	VADDPS     Z3, Z23, Z23
+	VADDPS     Z22, Z20, Z20
+	VADDPS     Z23, Z21, Z21
+	VADDPS     X21, X20, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, 8(AX)
+	VSHUFF32X4 $0xb1, Z24, Z24, Z0
+	VADDPS     Z0, Z24, Z24
+	VSHUFF32X4 $0xb1, Z25, Z25, Z1
+	VADDPS     Z1, Z25, Z25
+	VSHUFF32X4 $0xb1, Z26, Z26, Z2
+	VADDPS     Z2, Z26, Z26
+	VSHUFF32X4 $0xb1, Z27, Z27, Z3
+	VADDPS     Z3, Z27, Z27
+	VSHUFF32X4 $0x4e, Z24, Z24, Z0
+	VADDPS     Z0, Z24, Z24
+	VSHUFF32X4 $0x4e, Z25, Z25, Z1
+	VADDPS     Z1, Z25, Z25
+	VSHUFF32X4 $0x4e, Z26, Z26, Z2
+	VADDPS     Z2, Z26, Z26
+	VSHUFF32X4 $0x4e, Z27, Z27, Z3
+	VADDPS     Z3, Z27, Z27
+	VADDPS     Z26, Z24, Z24
+	VADDPS     Z27, Z25, Z25
+	VADDPS     X25, X24, X4
+	VMOVHLPS   X4, X4, X5
+	VADDPS     X5, X4, X4
+	VMOVSHDUP  X4, X5
+	VADDSS     X5, X4, X4
+	VMOVSS     X4, 12(AX)
 	VZEROUPPER
 	RET
 

@@ -527,6 +527,20 @@ func iq1sPanelAVX512r4t4(w *byte, c *int32, ls *int32, dx *float32, a *byte, ts 
 //go:noescape
 func decodeIQ1SBytesAVX512(x *byte, nb int, w *byte, c *int32, ls *int32, dx *float32, grid *byte)
 
+// iq1mPanelAVX512r4t4 sets out[4·t+i] to the dot product (dotIQ1MRow's bits) of the byte-panel
+// rows i < 4 at w (block b at w + b·iqPanelGroup·256, lane starts c, ±scales dl,
+// scales dx[b·iqPanelGroup+i]) and the unsigned quants of tokens t < 4 at a + t·ts
+// (sums of 8 at s8 + t·ts/4, scale dy[b·dys/4+t]) (AVX-512 VNNI).
+//
+//go:noescape
+func iq1mPanelAVX512r4t4(w *byte, c *int32, dl *int16, dx *float32, a *byte, ts int, s8 *int16, dy *float32, dys int, nb int, out *float32)
+
+// decodeIQ1MBytesAVX512 writes the nb IQ1_M blocks at x into a slot of the byte panel
+// (decodeIQ1MBytePanel's values, lane starts, ±scales and scales) (AVX-512 VNNI).
+//
+//go:noescape
+func decodeIQ1MBytesAVX512(x *byte, nb int, w *byte, c *int32, dl *int16, dx *float32, grid *byte)
+
 // decodeIQ2XXSPanelAVX512 is decodeIQ3SPanelAVX512 for IQ2XXS.
 //
 //go:noescape
@@ -769,6 +783,12 @@ func dotF32AVX512t4(x *byte, y *float32, ys int, n int, out *float32, os int)
 //
 //go:noescape
 func dotF32AVX512t2(x *byte, y *float32, ys int, n int, out *float32, os int)
+
+// dotBF16DPr4 is dotBF16DPt1 of 4 rows of n (a multiple of 64) BF16 weights at x, x+rb, x+2rb, x+3rb (rb in bytes)
+// with one token's activations packed by packBF16Pairs at y, into out[0..3], with VDPBF16PS.
+//
+//go:noescape
+func dotBF16DPr4(x *byte, rb int, y *uint16, n int, out *float32)
 
 // dotBF16DPt1 is dotBF16AVX2 of one row of n (a multiple of 64) BF16 weights at x with each of 1
 // token rows packed by packBF16Pairs at y, y+ys, … (ys in bytes), into out, out+os, … (os in bytes), with VDPBF16PS.
