@@ -122,6 +122,11 @@ type Bolt struct {
 	wakeWanted bool                       // under mu: the owner waits for wake
 	parked     []*putOp                   // the owner's: Puts waiting for a held Put of their key
 	written    atomic.Uint64              // the seq of the last side record written
+	excl       bool                       // under mu: the owner runs a write that no Put decided meanwhile may pass (exclusive), or closes
+	closing    bool                       // under mu: Close began (excl stays set)
+
+	ownerDecided atomic.Int64 // tests: Puts the owner held (not decided in their own goroutine)
+	kicks        atomic.Int64 // tests: ledger mode's wakes of the applier by SideWritten
 
 	commitHook   func() // tests: runs in the applier's bbolt transaction, before it commits
 	crashAtClose bool   // tests: Close leaves bbolt without the journal's Puts, as a crash would

@@ -20,8 +20,12 @@ import (
 // (PutCarried), so the request waits for one sync, not two; a Put that nothing
 // carries is a side record alone in a ledger group.
 //
-// A Put goes through these states; one goroutine, the owner (commitLoop), makes the
-// only decisions, and every change of state is made under s.mu:
+// A Put goes through these states; the decisions are serialised by s.mu, each made
+// in the Put's own goroutine (decideHere: no hand-off to the owner and back) or, for
+// a Put of a held key, one whose tenant has an expired response to sweep first, or
+// one that comes while the owner runs a write that needs no Put held (exclusive: a
+// Delete, a sweep, Close), by the owner goroutine (ownerLoop); every change of state
+// is made under s.mu:
 //
 //	decided (held)  the owner checked the limits and took the Put: it counts in its
 //	                tenant's worst usage (pendingUsage.hold), it is in s.holding, not
@@ -39,7 +43,7 @@ import (
 // with every published Put (exact), hold the growth of every held Put as if each
 // were written (max(change, 0), so that a held Put that shrinks a response and then
 // fails cannot let another Put through). Every change made by another goroutine
-// (publish, fail, apply) lowers u + hold or leaves it, and the owner alone raises it,
+// (publish, fail, apply) lowers u + hold or leaves it, and only a decision raises it,
 // under s.mu, in the same critical section as its check: so the limits are never
 // passed, whatever the interleaving. A tenant's pendingUsage lives while it has a
 // Put held or not applied (n); without one, bbolt holds everything of the tenant's,
@@ -99,15 +103,18 @@ func (s *Bolt) PutCarried(ctx context.Context, rec Record, lim Limits, carry fun
 	if err != nil {
 		return err
 	}
-	op := &putOp{rec: rec, lim: lim, val: appendRecord(nil, &rec), size: rec.Size(), done: make(chan struct{}), st: s}
-	select {
-	case s.puts <- op:
-	case <-s.quit:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
+	op := &putOp{rec: rec, lim: lim, val: appendRecord(nil, &rec), size: rec.Size(), st: s}
+	if !s.decideHere(op) { // the owner decides it: it parks it, sweeps first, or the store is exclusive
+		op.done = make(chan struct{})
+		select {
+		case s.puts <- op:
+		case <-s.quit:
+			return ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		<-op.done
 	}
-	<-op.done
 	if op.err != nil {
 		return op.err // refused: nothing held
 	}
@@ -162,6 +169,9 @@ func (op *putOp) AppendSide(dst []byte) []byte {
 
 // SideWritten takes the outcome of the Put's ledger write; a written Put is queued
 // for the applier (in log order). Under the ledger's write lock: it takes only qmu.
+// It wakes the applier only when the queue was empty: the applier then sets its
+// timer, and reads the queue again whenever it wakes (a wake a Put, as before, was a
+// goroutine switch a stored request for nothing).
 func (op *putOp) SideWritten(err error) {
 	op.written, op.werr = true, err
 	if err != nil {
@@ -170,13 +180,18 @@ func (op *putOp) SideWritten(err error) {
 	s := op.st
 	now := time.Now()
 	s.qmu.Lock()
-	if len(s.queue) == 0 {
+	first := len(s.queue) == 0
+	if first {
 		s.queued = now
 	}
 	s.queue = append(s.queue, op)
 	s.lastQ = now
 	s.qmu.Unlock()
 	s.written.Store(op.seq)
+	if !first {
+		return
+	}
+	s.kicks.Add(1)
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -221,20 +236,51 @@ func (s *Bolt) unholdLocked(op *putOp) {
 	}
 }
 
-// decideLedger checks op's limits against its tenant's worst usage and holds it
-// (op.err nil), refuses it (op.err), or parks it (true: a Put of its key is held).
-// One critical section under s.mu, bbolt's reads included: no publish, failure or
-// apply comes between the check and the hold.
+// decideLedger (the owner) checks op's limits against its tenant's worst usage and
+// holds it (op.err nil), refuses it (op.err), or parks it (true: a Put of its key is
+// held).
 func (s *Bolt) decideLedger(op *putOp) (parked bool) {
+	return s.decide(op, false) == putParked
+}
+
+// decideHere is decideLedger in the Put's own goroutine (PutCarried), with no hand-off
+// to the owner and back: true when it decided op (held or refused); false when the
+// owner must (a Put of its key is held, the tenant has an expired response to sweep
+// first, or the owner runs a write that needs no Put decided meanwhile: exclusive).
+// Decisions are serialised by s.mu either way, the owner's and the Puts' own.
+func (s *Bolt) decideHere(op *putOp) bool {
+	return s.decide(op, true) == putDecided
+}
+
+// The outcomes of decide.
+const (
+	putDecided = iota // held (op.err nil) or refused (op.err)
+	putParked         // a Put of its key is held: the owner parks it
+	putToOwner        // here: the owner must decide it
+)
+
+// decide is decideLedger (here false, the owner) and decideHere (here true). One
+// critical section under s.mu, bbolt's reads included: no publish, failure or apply
+// comes between the check and the hold, and no exclusive write (exclusive) begins
+// between them either: it waits for the held Puts.
+func (s *Bolt) decide(op *putOp, here bool) int {
 	rec := &op.rec
 	op.key = string(tkey(rec.Tenant, rec.ID))
 	now := rec.Created.UnixMilli()
 	for swept := false; ; swept = true {
 		s.mu.Lock()
+		if here && s.excl {
+			s.mu.Unlock()
+			return putToOwner
+		}
 		if s.holding[op.key] != nil {
+			if here {
+				s.mu.Unlock()
+				return putToOwner
+			}
 			s.wakeWanted = true
 			s.mu.Unlock()
-			return true
+			return putParked
 		}
 		p := s.usage[rec.Tenant]
 		var st putState
@@ -252,23 +298,26 @@ func (s *Bolt) decideLedger(op *putOp) (parked bool) {
 		if err != nil {
 			s.mu.Unlock()
 			op.err = wrapBolt(err)
-			return false
+			return putDecided
 		}
 		if p != nil && p.minExp <= now {
 			st.expired = true
 		}
 		if st.expired && !swept {
+			s.mu.Unlock()
+			if here {
+				return putToOwner
+			}
 			// Sweep the tenant's expired responses first, in bbolt, once bbolt holds
 			// every Put (as a Put always did; rare).
-			s.mu.Unlock()
-			if op.err = s.drain(); op.err == nil {
-				op.err = wrapBolt(s.db.Update(func(tx *bolt.Tx) error {
+			op.err = s.exclusive(func() error {
+				return wrapBolt(s.db.Update(func(tx *bolt.Tx) error {
 					_, err := sweepTenantTx(tx, rec.Tenant, now, sweepPerTx)
 					return err
 				}))
-			}
+			})
 			if op.err != nil {
-				return false
+				return putDecided
 			}
 			continue
 		}
@@ -283,7 +332,7 @@ func (s *Bolt) decideLedger(op *putOp) (parked bool) {
 		if err := checkLimits(op.lim, worst, worst.plus(delta)); err != nil {
 			s.mu.Unlock()
 			op.err = err
-			return false
+			return putDecided
 		}
 		if p == nil {
 			p = &pendingUsage{u: bu, minExp: math.MaxInt64}
@@ -296,8 +345,27 @@ func (s *Bolt) decideLedger(op *putOp) (parked bool) {
 		s.holding[op.key] = op
 		s.held++
 		s.mu.Unlock()
-		return false
+		if !here {
+			s.ownerDecided.Add(1)
+		}
+		return putDecided
 	}
+}
+
+// exclusive (the owner) runs fn once no Put is held and bbolt holds every written
+// one (drain), with no Put decided meanwhile: the Puts that come wait for the owner.
+func (s *Bolt) exclusive(fn func() error) error {
+	s.mu.Lock()
+	s.excl = true
+	s.mu.Unlock()
+	err := s.drain()
+	if err == nil {
+		err = fn()
+	}
+	s.mu.Lock()
+	s.excl = s.closing
+	s.mu.Unlock()
+	return err
 }
 
 // boltState reads what bbolt says of op's state (putState): whether one of the
@@ -390,13 +458,13 @@ func (s *Bolt) ownerLoop() {
 			}
 			close(op.done)
 		case e := <-s.execs:
-			e.err = s.drain()
-			if e.err == nil {
-				e.err = e.fn()
-			}
+			e.err = s.exclusive(e.fn)
 			close(e.done)
 		case <-s.wake:
 		case <-s.quit:
+			s.mu.Lock()
+			s.excl, s.closing = true, true // no Put decided here from now: they find quit
+			s.mu.Unlock()
 			for _, op := range s.parked {
 				op.err = ErrClosed
 				close(op.done)
