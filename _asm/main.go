@@ -104,6 +104,9 @@ func main() {
 			dot0AVX2Tokens(typ, t)
 		}
 	}
+	for _, typ := range []string{"Q8_0", "Q4_0", "Q5_0"} {
+		dot0AVX2Tile(typ)
+	}
 	dot0AVX2("IQ4_NL")
 	dotIQ4XSAVX2()
 	for _, t := range []int{4, 8} {
