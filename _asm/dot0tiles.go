@@ -133,15 +133,10 @@ func dot0AVX2Tile(typ string) {
 		}
 	}
 	// The 4 rows' f16(x.d), each twice: [x0 x0 x1 x1 x2 x2 x3 x3].
-	g32 := GP32()
 	xh := XMM()
+	VPXOR(xh, xh, xh)
 	for r := 0; r < 4; r++ {
-		MOVWLZX(row(r, 0), g32)
-		if r == 0 {
-			VMOVD(g32, xh)
-		} else {
-			VPINSRW(U8(r), g32, xh, xh)
-		}
+		VPINSRW(U8(r), row(r, 0), xh, xh)
 	}
 	VPUNPCKLWD(xh, xh, xh)
 	dx := YMM()

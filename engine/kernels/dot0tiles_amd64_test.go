@@ -120,3 +120,42 @@ func TestMatMulDot0TilesMatchReference(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDot0AVX2Tiles: a 4×4 tile of 2048-column Q8_0, Q4_0 rows and
+// tokens through dot<T>AVX2r4t4 ("r4t4") against the 4-token one-row kernel
+// four times ("t4"); run it with -benchtime=Nx under /usr/bin/time for CPU time
+// on a loaded machine.
+func BenchmarkDot0AVX2Tiles(b *testing.B) {
+	if !useAVX2 {
+		b.Skip("no AVX2")
+	}
+	const nb = 64
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, typ := range []Type{Q8_0, Q4_0} {
+		rb := nb * typ.BlockBytes()
+		x := make([]byte, 4*rb)
+		for i := 0; i < 4; i++ {
+			copy(x[i*rb:], weightRow(r, typ, nb, "quantized", false))
+		}
+		y := make([]q8Block, 4*nb)
+		for tk := 0; tk < 4; tk++ {
+			copy(y[tk*nb:], q8Acts(r, typ, nb, "quantized", false))
+		}
+		ys := nb * int(unsafe.Sizeof(y[0]))
+		var out [16]float32
+		b.Run(typ.String()+"/r4t4", func(b *testing.B) {
+			k := map[Type]func(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int){Q8_0: dotQ8_0AVX2r4t4, Q4_0: dotQ4_0AVX2r4t4}[typ]
+			for i := 0; i < b.N; i++ {
+				k(&x[0], rb, (*byte)(unsafe.Pointer(&y[0])), ys, nb, &out[0], 16)
+			}
+		})
+		b.Run(typ.String()+"/t4", func(b *testing.B) {
+			k := map[Type]func(x, y *byte, ys, nb int, out *float32, os int){Q8_0: dotQ8_0AVX2t4, Q4_0: dotQ4_0AVX2t4}[typ]
+			for i := 0; i < b.N; i++ {
+				for row := 0; row < 4; row++ {
+					k(&x[row*rb], (*byte)(unsafe.Pointer(&y[0])), ys, nb, &out[row], 16)
+				}
+			}
+		})
+	}
+}

@@ -9151,14 +9151,11 @@ block:
 	VPHADDD      Y4, Y3, Y3
 	VPHADDD      Y2, Y10, Y10
 	VPHADDD      Y3, Y11, Y11
-	MOVWLZX      (AX), R9
-	VMOVD        R9, X2
-	MOVWLZX      (AX)(CX*1), R9
-	VPINSRW      $0x01, R9, X2, X2
-	MOVWLZX      (AX)(CX*2), R9
-	VPINSRW      $0x02, R9, X2, X2
-	MOVWLZX      (DI), R9
-	VPINSRW      $0x03, R9, X2, X2
+	VPXOR        X2, X2, X2
+	VPINSRW      $0x00, (AX), X2, X2
+	VPINSRW      $0x01, (AX)(CX*1), X2, X2
+	VPINSRW      $0x02, (AX)(CX*2), X2, X2
+	VPINSRW      $0x03, (DI), X2, X2
 	VPUNPCKLWD   X2, X2, X2
 	VCVTPH2PS    X2, Y2
 	VPERM2I128   $0x20, Y10, Y8, Y3
@@ -9321,14 +9318,11 @@ block:
 	VPHADDD      Y4, Y3, Y3
 	VPHADDD      Y2, Y11, Y11
 	VPHADDD      Y3, Y12, Y12
-	MOVWLZX      (AX), R9
-	VMOVD        R9, X2
-	MOVWLZX      (AX)(CX*1), R9
-	VPINSRW      $0x01, R9, X2, X2
-	MOVWLZX      (AX)(CX*2), R9
-	VPINSRW      $0x02, R9, X2, X2
-	MOVWLZX      (DI), R9
-	VPINSRW      $0x03, R9, X2, X2
+	VPXOR        X2, X2, X2
+	VPINSRW      $0x00, (AX), X2, X2
+	VPINSRW      $0x01, (AX)(CX*1), X2, X2
+	VPINSRW      $0x02, (AX)(CX*2), X2, X2
+	VPINSRW      $0x03, (DI), X2, X2
 	VPUNPCKLWD   X2, X2, X2
 	VCVTPH2PS    X2, Y2
 	VPERM2I128   $0x20, Y11, Y9, Y3
@@ -9513,14 +9507,11 @@ block:
 	VPHADDD      Y4, Y3, Y3
 	VPHADDD      Y2, Y11, Y11
 	VPHADDD      Y3, Y12, Y12
-	MOVWLZX      (AX), R9
-	VMOVD        R9, X2
-	MOVWLZX      (AX)(CX*1), R9
-	VPINSRW      $0x01, R9, X2, X2
-	MOVWLZX      (AX)(CX*2), R9
-	VPINSRW      $0x02, R9, X2, X2
-	MOVWLZX      (DI), R9
-	VPINSRW      $0x03, R9, X2, X2
+	VPXOR        X2, X2, X2
+	VPINSRW      $0x00, (AX), X2, X2
+	VPINSRW      $0x01, (AX)(CX*1), X2, X2
+	VPINSRW      $0x02, (AX)(CX*2), X2, X2
+	VPINSRW      $0x03, (DI), X2, X2
 	VPUNPCKLWD   X2, X2, X2
 	VCVTPH2PS    X2, Y2
 	VPERM2I128   $0x20, Y11, Y9, Y3
