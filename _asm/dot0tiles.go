@@ -105,15 +105,25 @@ func dot0AVX2Tile(typ string) {
 	}
 	// pair returns the 8 int32 lanes of row r (decoded in s, abs) with tokens
 	// t and t+1, pairwise summed: [r·t, r·t, r·t+1, r·t+1 | …].
+	// Q4_0 and Q5_0 (|s| ≤ 16) keep int16 words through two VPHADDW levels
+	// (8 products a word: |sum| ≤ 8·16·127 < 2¹⁵) and widen once per quad;
+	// Q8_0's words (|s| ≤ 128) are widened at once.
+	words := typ != "Q8_0"
 	pair := func(t int, s, abs VecVirtual) VecVirtual {
 		var p [2]VecVirtual
 		for i := range p {
 			p[i] = YMM()
 			VPSIGNB(s, yt[t+i], p[i])
 			VPMADDUBSW(p[i], abs, p[i])
-			VPMADDWD(ones16, p[i], p[i])
+			if !words {
+				VPMADDWD(ones16, p[i], p[i])
+			}
 		}
-		VPHADDD(p[1], p[0], p[0])
+		if words {
+			VPHADDW(p[1], p[0], p[0])
+		} else {
+			VPHADDD(p[1], p[0], p[0])
+		}
 		return p[0]
 	}
 	// quads[g][h]: rows 2h, 2h+1 with tokens 2g, 2g+1, each half's 4 sums.
@@ -128,7 +138,12 @@ func dot0AVX2Tile(typ string) {
 			}
 		}
 		for g := 0; g < 2; g++ {
-			VPHADDD(pr[1][g], pr[0][g], pr[0][g])
+			if words {
+				VPHADDW(pr[1][g], pr[0][g], pr[0][g])
+				VPMADDWD(ones16, pr[0][g], pr[0][g])
+			} else {
+				VPHADDD(pr[1][g], pr[0][g], pr[0][g])
+			}
 			quads[g][h] = pr[0][g]
 		}
 	}
