@@ -27,11 +27,11 @@ import (
 // Registers: the two groups' sums and the 4 tokens' blocks stay in Y0–Y15 with
 // a row's decoded block and the tree's partial sums; the constants are memory
 // operands.
-func dot0AVX2Tile(typ string) {
-	name := fmt.Sprintf("dot%sAVX2r4t4", typ)
+func dot0AVX2Tile(typ string, T int) {
+	name := fmt.Sprintf("dot%sAVX2r4t%d", typ, T)
 	TEXT(name, NOSPLIT, "func(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int)")
 	Pragma("noescape")
-	Doc(fmt.Sprintf("%s sets out[t·os/4+r] = dot%sAVX2(x + r·xs, y + t·ys, nb) for r, t < 4", name, typ),
+	Doc(fmt.Sprintf("%s sets out[t·os/4+r] = dot%sAVX2(x + r·xs, y + t·ys, nb) for r < 4, t < %d", name, typ, T),
 		"(each weight block decoded once for the tokens, each token's block loaded once for the rows).")
 	bs := map[string]int{"Q8_0": q80Size, "Q4_0": q40Size, "Q5_0": q50Size}[typ]
 	x, xs, y, ys, n := GP64(), GP64(), GP64(), GP64(), GP64()
@@ -40,11 +40,17 @@ func dot0AVX2Tile(typ string) {
 	Load(Param("y"), y)
 	Load(Param("ys"), ys)
 	Load(Param("nb"), n)
-	x3, y3 := GP64(), GP64()
+	x3 := GP64()
 	LEAQ(Mem{Base: x, Index: xs, Scale: 2}, x3)
 	ADDQ(xs, x3)
-	LEAQ(Mem{Base: y, Index: ys, Scale: 2}, y3)
-	ADDQ(ys, y3)
+	// Token t's blocks are at ybase[t/3] + ys·(t%3).
+	ybase := []GPVirtual{y}
+	for len(ybase) < (T+2)/3 {
+		b := GP64()
+		LEAQ(Mem{Base: ybase[len(ybase)-1], Index: ys, Scale: 2}, b)
+		ADDQ(ys, b)
+		ybase = append(ybase, b)
+	}
 	at := func(base, base3, stride GPVirtual, i, disp int) Mem {
 		switch i {
 		case 1:
@@ -57,11 +63,35 @@ func dot0AVX2Tile(typ string) {
 		return Mem{Base: base, Disp: disp}
 	}
 	row := func(r, disp int) Mem { return at(x, x3, xs, r, disp) }
-	tok := func(t, disp int) Mem { return at(y, y3, ys, t, disp) }
+	tok := func(t, disp int) Mem {
+		b := ybase[t/3]
+		switch t % 3 {
+		case 1:
+			return Mem{Base: b, Index: ys, Scale: 1, Disp: disp}
+		case 2:
+			return Mem{Base: b, Index: ys, Scale: 2, Disp: disp}
+		}
+		return Mem{Base: b, Disp: disp}
+	}
 
-	sums := [2]VecVirtual{YMM(), YMM()}
-	for _, s := range sums {
-		VXORPS(s, s, s)
+	// T = 4: the two groups' sums in registers; T = 8: the four on the stack,
+	// with the rows' decoded blocks (decoded once for the two halves of the
+	// tokens).
+	var sums [2]VecVirtual
+	var sumMem, decMem Mem
+	if T == 4 {
+		sums = [2]VecVirtual{YMM(), YMM()}
+		for _, s := range sums {
+			VXORPS(s, s, s)
+		}
+	} else {
+		sumMem = AllocLocal(32 * T / 2)
+		decMem = AllocLocal(2 * 32 * 4)
+		z := YMM()
+		VXORPS(z, z, z)
+		for g := 0; g < T/2; g++ {
+			VMOVUPS(z, sumMem.Offset(32*g))
+		}
 	}
 
 	// decode sets s to the signed values of row r's block and abs to |s|.
@@ -98,55 +128,6 @@ func dot0AVX2Tile(typ string) {
 	Label("block")
 	TESTQ(n, n)
 	JZ(LabelRef("done"))
-	var yt [4]VecVirtual
-	for t := range yt {
-		yt[t] = YMM()
-		VMOVDQU(tok(t, q8QS), yt[t])
-	}
-	// pair returns the 8 int32 lanes of row r (decoded in s, abs) with tokens
-	// t and t+1, pairwise summed: [r·t, r·t, r·t+1, r·t+1 | …].
-	// Q4_0 and Q5_0 (|s| ≤ 16) keep int16 words through two VPHADDW levels
-	// (8 products a word: |sum| ≤ 8·16·127 < 2¹⁵) and widen once per quad;
-	// Q8_0's words (|s| ≤ 128) are widened at once.
-	words := typ != "Q8_0"
-	pair := func(t int, s, abs VecVirtual) VecVirtual {
-		var p [2]VecVirtual
-		for i := range p {
-			p[i] = YMM()
-			VPSIGNB(s, yt[t+i], p[i])
-			VPMADDUBSW(p[i], abs, p[i])
-			if !words {
-				VPMADDWD(ones16, p[i], p[i])
-			}
-		}
-		if words {
-			VPHADDW(p[1], p[0], p[0])
-		} else {
-			VPHADDD(p[1], p[0], p[0])
-		}
-		return p[0]
-	}
-	// quads[g][h]: rows 2h, 2h+1 with tokens 2g, 2g+1, each half's 4 sums.
-	var quads [2][2]VecVirtual
-	for h := 0; h < 2; h++ {
-		var pr [2][2]VecVirtual // [row parity][group]
-		for i := 0; i < 2; i++ {
-			s, abs := YMM(), YMM()
-			decode(2*h+i, s, abs)
-			for g := 0; g < 2; g++ {
-				pr[i][g] = pair(2*g, s, abs)
-			}
-		}
-		for g := 0; g < 2; g++ {
-			if words {
-				VPHADDW(pr[1][g], pr[0][g], pr[0][g])
-				VPMADDWD(ones16, pr[0][g], pr[0][g])
-			} else {
-				VPHADDD(pr[1][g], pr[0][g], pr[0][g])
-			}
-			quads[g][h] = pr[0][g]
-		}
-	}
 	// The 4 rows' f16(x.d), each twice: [x0 x0 x1 x1 x2 x2 x3 x3].
 	xh := XMM()
 	VPXOR(xh, xh, xh)
@@ -156,24 +137,93 @@ func dot0AVX2Tile(typ string) {
 	VPUNPCKLWD(xh, xh, xh)
 	dx := YMM()
 	VCVTPH2PS(xh, dx)
-	for g := 0; g < 2; g++ {
-		lo, hi := YMM(), YMM()
-		VPERM2I128(U8(0x20), quads[g][1], quads[g][0], lo)
-		VPERM2I128(U8(0x31), quads[g][1], quads[g][0], hi)
-		VPADDD(hi, lo, lo) // lane 2r+t: row r with token 2g+t
-		f := YMM()
-		VCVTDQ2PS(lo, f)
-		d, d1 := YMM(), YMM()
-		VBROADCASTSS(tok(2*g, 0), d)
-		VBROADCASTSS(tok(2*g+1, 0), d1)
-		VBLENDPS(U8(0xaa), d1, d, d) // [y0.d y1.d y0.d y1.d …]
-		VMULPS(d, dx, d)             // f16(x.d)·y.d
-		blockStep(typ, f, d, sums[g])
+	for k := 0; k < T/4; k++ {
+		var yt [4]VecVirtual
+		for t := range yt {
+			yt[t] = YMM()
+			VMOVDQU(tok(4*k+t, q8QS), yt[t])
+		}
+		// pair returns the 8 int32 lanes of row r (decoded in s, abs) with tokens
+		// t and t+1, pairwise summed: [r·t, r·t, r·t+1, r·t+1 | …].
+		// Q4_0 and Q5_0 (|s| ≤ 16) keep int16 words through two VPHADDW levels
+		// (8 products a word: |sum| ≤ 8·16·127 < 2¹⁵) and widen once per quad;
+		// Q8_0's words (|s| ≤ 128) are widened at once.
+		words := typ != "Q8_0"
+		pair := func(t int, s, abs VecVirtual) VecVirtual {
+			var p [2]VecVirtual
+			for i := range p {
+				p[i] = YMM()
+				VPSIGNB(s, yt[t+i], p[i])
+				VPMADDUBSW(p[i], abs, p[i])
+				if !words {
+					VPMADDWD(ones16, p[i], p[i])
+				}
+			}
+			if words {
+				VPHADDW(p[1], p[0], p[0])
+			} else {
+				VPHADDD(p[1], p[0], p[0])
+			}
+			return p[0]
+		}
+		// quads[g][h]: rows 2h, 2h+1 with tokens 2g, 2g+1, each half's 4 sums.
+		var quads [2][2]VecVirtual
+		for h := 0; h < 2; h++ {
+			var pr [2][2]VecVirtual // [row parity][group]
+			for i := 0; i < 2; i++ {
+				s, abs := YMM(), YMM()
+				r := 2*h + i
+				if k == 0 {
+					decode(r, s, abs)
+					if T > 4 {
+						VMOVDQU(s, decMem.Offset(64*r))
+						VMOVDQU(abs, decMem.Offset(64*r+32))
+					}
+				} else {
+					VMOVDQU(decMem.Offset(64*r), s)
+					VMOVDQU(decMem.Offset(64*r+32), abs)
+				}
+				for g := 0; g < 2; g++ {
+					pr[i][g] = pair(2*g, s, abs)
+				}
+			}
+			for g := 0; g < 2; g++ {
+				if words {
+					VPHADDW(pr[1][g], pr[0][g], pr[0][g])
+					VPMADDWD(ones16, pr[0][g], pr[0][g])
+				} else {
+					VPHADDD(pr[1][g], pr[0][g], pr[0][g])
+				}
+				quads[g][h] = pr[0][g]
+			}
+		}
+		for g := 0; g < 2; g++ {
+			lo, hi := YMM(), YMM()
+			VPERM2I128(U8(0x20), quads[g][1], quads[g][0], lo)
+			VPERM2I128(U8(0x31), quads[g][1], quads[g][0], hi)
+			VPADDD(hi, lo, lo) // lane 2r+t: row r with token 2g+t
+			f := YMM()
+			VCVTDQ2PS(lo, f)
+			d, d1 := YMM(), YMM()
+			VBROADCASTSS(tok(4*k+2*g, 0), d)
+			VBROADCASTSS(tok(4*k+2*g+1, 0), d1)
+			VBLENDPS(U8(0xaa), d1, d, d) // [y0.d y1.d y0.d y1.d …]
+			VMULPS(d, dx, d)             // f16(x.d)·y.d
+			if T == 4 {
+				blockStep(typ, f, d, sums[g])
+			} else {
+				sum := YMM()
+				VMOVUPS(sumMem.Offset(32*(2*k+g)), sum)
+				blockStep(typ, f, d, sum)
+				VMOVUPS(sum, sumMem.Offset(32*(2*k+g)))
+			}
+		}
 	}
 	ADDQ(U8(bs), x)
 	ADDQ(U8(bs), x3)
-	ADDQ(U8(q8Size), y)
-	ADDQ(U8(q8Size), y3)
+	for _, b := range ybase {
+		ADDQ(U8(q8Size), b)
+	}
 	DECQ(n)
 	JMP(LabelRef("block"))
 
@@ -181,13 +231,18 @@ func dot0AVX2Tile(typ string) {
 	out, os := GP64(), GP64()
 	Load(Param("out"), out)
 	Load(Param("os"), os)
-	for g := 0; g < 2; g++ {
+	for g := 0; g < T/2; g++ {
+		sg := sums[min(g, 1)]
+		if T > 4 {
+			sg = YMM()
+			VMOVUPS(sumMem.Offset(32*g), sg)
+		}
 		hx := XMM()
-		VEXTRACTF128(U8(1), sums[g], hx)
+		VEXTRACTF128(U8(1), sg, hx)
 		for t := 0; t < 2; t++ {
 			// token 2g+t: lanes t, 2+t (rows 0, 1) of the low half, of hx rows 2, 3
 			for r := 0; r < 4; r++ {
-				src := sums[g].AsX()
+				src := sg.AsX()
 				lane := 2*r + t
 				if r >= 2 {
 					src, lane = hx, lane-4
@@ -198,7 +253,7 @@ func dot0AVX2Tile(typ string) {
 					VEXTRACTPS(U8(lane), src, Mem{Base: out, Disp: 4 * r})
 				}
 			}
-			if g+t < 2 {
+			if 2*g+t < T-1 {
 				ADDQ(os, out)
 			}
 		}

@@ -20,7 +20,11 @@ import (
 func TestDot0AVX2TileKernels(t *testing.T) {
 	requireSIMD(t, "avx2")
 	type kernel = func(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int)
-	kernels := map[Type]kernel{Q8_0: dotQ8_0AVX2r4t4, Q4_0: dotQ4_0AVX2r4t4, Q5_0: dotQ5_0AVX2r4t4}
+	kernels := map[Type]map[int]kernel{
+		Q8_0: {4: dotQ8_0AVX2r4t4},
+		Q4_0: {4: dotQ4_0AVX2r4t4, 8: dotQ4_0AVX2r4t8},
+		Q5_0: {4: dotQ5_0AVX2r4t4, 8: dotQ5_0AVX2r4t8},
+	}
 	ref := map[Type]func([]byte, []q8Block) float32{Q8_0: dotQ8_0RowGeneric, Q4_0: dotQ4_0RowGeneric, Q5_0: dotQ5_0RowGeneric}
 	one := map[Type]func(x, y *byte, n int) float32{Q8_0: dotQ8_0AVX2, Q4_0: dotQ4_0AVX2, Q5_0: dotQ5_0AVX2}
 	wms := []string{"quantized", "random", "0x00", "0x80", "0xff"}
@@ -28,45 +32,46 @@ func TestDot0AVX2TileKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(103, 104))
 	const guard = -12345.5
 	for _, typ := range []Type{Q8_0, Q4_0, Q5_0} {
-		k := kernels[typ]
-		for _, nb := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 64} {
-			for rep := 0; rep < 12; rep++ {
-				name := fmt.Sprintf("%v/nb %d/rep %d", typ, nb, rep)
-				const rpad, pad, os = 7, 3, 6 // bytes between rows, blocks between tokens, output stride
-				rb := nb*typ.BlockBytes() + rpad
-				x := make([]byte, 4*rb)
-				var kinds [4]string
-				for i := 0; i < 4; i++ {
-					kinds[i] = wms[(rep+i)%len(wms)]
-					if rep >= 5 {
-						kinds[i] = wms[r.IntN(len(wms))]
-					}
-					copy(x[i*rb:], weightRow(r, typ, nb, kinds[i], false))
-				}
-				ys := nb + pad
-				y := make([]q8Block, 4*ys)
-				for tk := 0; tk < 4; tk++ {
-					copy(y[tk*ys:], q8Acts(r, typ, nb, ams[(rep+tk)%len(ams)], false))
-				}
-				out := make([]float32, 4*os+1)
-				for i := range out {
-					out[i] = guard
-				}
-				k(&x[0], rb, (*byte)(unsafe.Pointer(&y[0])), ys*int(unsafe.Sizeof(y[0])), nb, &out[0], 4*os)
-				for i, v := range out {
-					tk, row := i/os, i%os
-					if row >= 4 || tk >= 4 {
-						if v != guard {
-							t.Fatalf("%s: out[%d] = %v, written outside the outputs", name, i, v)
+		for T, k := range kernels[typ] {
+			for _, nb := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 64} {
+				for rep := 0; rep < 12; rep++ {
+					name := fmt.Sprintf("%v/t%d/nb %d/rep %d", typ, T, nb, rep)
+					const rpad, pad, os = 7, 3, 6 // bytes between rows, blocks between tokens, output stride
+					rb := nb*typ.BlockBytes() + rpad
+					x := make([]byte, 4*rb)
+					var kinds [4]string
+					for i := 0; i < 4; i++ {
+						kinds[i] = wms[(rep+i)%len(wms)]
+						if rep >= 5 {
+							kinds[i] = wms[r.IntN(len(wms))]
 						}
-						continue
+						copy(x[i*rb:], weightRow(r, typ, nb, kinds[i], false))
 					}
-					xr, yt := x[row*rb:row*rb+nb*typ.BlockBytes()], y[tk*ys:tk*ys+nb]
-					if want := ref[typ](xr, yt); math.Float32bits(v) != math.Float32bits(want) {
-						t.Fatalf("%s: row %d (weights %s) token %d = %v, reference %v", name, row, kinds[row], tk, v, want)
+					ys := nb + pad
+					y := make([]q8Block, T*ys)
+					for tk := 0; tk < T; tk++ {
+						copy(y[tk*ys:], q8Acts(r, typ, nb, ams[(rep+tk)%len(ams)], false))
 					}
-					if o := one[typ](&xr[0], (*byte)(unsafe.Pointer(&yt[0])), nb); math.Float32bits(v) != math.Float32bits(o) {
-						t.Fatalf("%s: row %d token %d = %v, one-token kernel %v", name, row, tk, v, o)
+					out := make([]float32, T*os+1)
+					for i := range out {
+						out[i] = guard
+					}
+					k(&x[0], rb, (*byte)(unsafe.Pointer(&y[0])), ys*int(unsafe.Sizeof(y[0])), nb, &out[0], 4*os)
+					for i, v := range out {
+						tk, row := i/os, i%os
+						if row >= 4 || tk >= T {
+							if v != guard {
+								t.Fatalf("%s: out[%d] = %v, written outside the outputs", name, i, v)
+							}
+							continue
+						}
+						xr, yt := x[row*rb:row*rb+nb*typ.BlockBytes()], y[tk*ys:tk*ys+nb]
+						if want := ref[typ](xr, yt); math.Float32bits(v) != math.Float32bits(want) {
+							t.Fatalf("%s: row %d (weights %s) token %d = %v, reference %v", name, row, kinds[row], tk, v, want)
+						}
+						if o := one[typ](&xr[0], (*byte)(unsafe.Pointer(&yt[0])), nb); math.Float32bits(v) != math.Float32bits(o) {
+							t.Fatalf("%s: row %d token %d = %v, one-token kernel %v", name, row, tk, v, o)
+						}
 					}
 				}
 			}
@@ -147,6 +152,20 @@ func BenchmarkDot0AVX2Tiles(b *testing.B) {
 			k := map[Type]func(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int){Q8_0: dotQ8_0AVX2r4t4, Q4_0: dotQ4_0AVX2r4t4}[typ]
 			for i := 0; i < b.N; i++ {
 				k(&x[0], rb, (*byte)(unsafe.Pointer(&y[0])), ys, nb, &out[0], 16)
+			}
+		})
+		y8 := make([]q8Block, 8*nb)
+		for tk := 0; tk < 8; tk++ {
+			copy(y8[tk*nb:], q8Acts(r, typ, nb, "quantized", false))
+		}
+		var out8 [32]float32
+		b.Run(typ.String()+"/r4t8-half", func(b *testing.B) {
+			k := map[Type]func(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int){Q4_0: dotQ4_0AVX2r4t8}[typ]
+			if k == nil {
+				b.Skip("no 8-token tile")
+			}
+			for i := 0; i < b.N; i += 2 {
+				k(&x[0], rb, (*byte)(unsafe.Pointer(&y8[0])), ys, nb, &out8[0], 16)
 			}
 		})
 		b.Run(typ.String()+"/t4", func(b *testing.B) {
