@@ -104,6 +104,12 @@ func main() {
 			dot0AVX2Tokens(typ, t)
 		}
 	}
+	for _, typ := range []string{"Q8_0", "Q4_0", "Q5_0"} {
+		dot0AVX2Tile(typ, 4)
+		if typ != "Q8_0" { // Q8_0's 8-token tile is no faster than two 4-token ones
+			dot0AVX2Tile(typ, 8)
+		}
+	}
 	dot0AVX2("IQ4_NL")
 	dotIQ4XSAVX2()
 	for _, t := range []int{4, 8} {

@@ -122,8 +122,11 @@
 // 16, 8 or 4 tokens (prompts) and reduce their pairs' sums together (tile_amd64.go;
 // F16 and BF16 prompts one row against 6, 4 or 2 tokens, floattile_amd64.go,
 // and with AVX2 only against 3 or 2 (dotF16AVX2t3 …, f32Tokens); Q8_0, Q4_0
-// and Q5_0 prompts on AVX2 one row against 4 or 2 tokens, each block decoded
-// once for them (dot0Rows, _asm/dot0tokens.go);
+// and Q5_0 prompts on AVX2 4 rows against 4 tokens (Q4_0, Q5_0: 8 while 8 are left; dot0Tiles,
+// _asm/dot0tiles.go: each block decoded once for the tokens, the 16 pairs' sums
+// reduced together, their float steps 8 pairs to a register in the one-token
+// kernel's order), the rows left over and prompts of 2-3 tokens one row
+// against 4 or 2 tokens (dot0Rows, _asm/dot0tokens.go);
 // F32 from 2 tokens on (a verification step's positions) one row against 6, 4 or
 // 2 tokens with AVX-512 and 3 or 2 with AVX2 (dotF32AVX512t6 …, dotF32AVX2t3,
 // t2; f32Tokens), every token in dotF32AVX2's order, the groups of 8 past the

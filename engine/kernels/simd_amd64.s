@@ -9061,6 +9061,1075 @@ done:
 	VZEROUPPER
 	RET
 
+// func dotQ8_0AVX2r4t4(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ8_0AVX2r4t4(SB), NOSPLIT, $0-56
+	MOVQ   x+0(FP), AX
+	MOVQ   xs+8(FP), CX
+	MOVQ   y+16(FP), DX
+	MOVQ   ys+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	LEAQ   (AX)(CX*2), DI
+	ADDQ   CX, DI
+	LEAQ   (DX)(BX*2), R8
+	ADDQ   BX, R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+block:
+	TESTQ        SI, SI
+	JZ           done
+	VPXOR        X2, X2, X2
+	VPINSRW      $0x00, (AX), X2, X2
+	VPINSRW      $0x01, (AX)(CX*1), X2, X2
+	VPINSRW      $0x02, (AX)(CX*2), X2, X2
+	VPINSRW      $0x03, (DI), X2, X2
+	VPUNPCKLWD   X2, X2, X2
+	VCVTPH2PS    X2, Y2
+	VMOVDQU      8(DX), Y3
+	VMOVDQU      8(DX)(BX*1), Y4
+	VMOVDQU      8(DX)(BX*2), Y5
+	VMOVDQU      8(R8), Y6
+	VMOVDQU      2(AX), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y3, Y9
+	VPMADDUBSW   Y9, Y8, Y9
+	VPMADDWD     ones16<>+0(SB), Y9, Y9
+	VPSIGNB      Y7, Y4, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     ones16<>+0(SB), Y10, Y10
+	VPHADDD      Y10, Y9, Y9
+	VPSIGNB      Y7, Y5, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPMADDWD     ones16<>+0(SB), Y10, Y10
+	VPSIGNB      Y7, Y6, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     ones16<>+0(SB), Y7, Y7
+	VPHADDD      Y7, Y10, Y10
+	VMOVDQU      2(AX)(CX*1), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y3, Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     ones16<>+0(SB), Y11, Y11
+	VPSIGNB      Y7, Y4, Y12
+	VPMADDUBSW   Y12, Y8, Y12
+	VPMADDWD     ones16<>+0(SB), Y12, Y12
+	VPHADDD      Y12, Y11, Y11
+	VPSIGNB      Y7, Y5, Y12
+	VPMADDUBSW   Y12, Y8, Y12
+	VPMADDWD     ones16<>+0(SB), Y12, Y12
+	VPSIGNB      Y7, Y6, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     ones16<>+0(SB), Y7, Y7
+	VPHADDD      Y7, Y12, Y12
+	VPHADDD      Y11, Y9, Y9
+	VPHADDD      Y12, Y10, Y10
+	VMOVDQU      2(AX)(CX*2), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y3, Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPMADDWD     ones16<>+0(SB), Y11, Y11
+	VPSIGNB      Y7, Y4, Y12
+	VPMADDUBSW   Y12, Y8, Y12
+	VPMADDWD     ones16<>+0(SB), Y12, Y12
+	VPHADDD      Y12, Y11, Y11
+	VPSIGNB      Y7, Y5, Y12
+	VPMADDUBSW   Y12, Y8, Y12
+	VPMADDWD     ones16<>+0(SB), Y12, Y12
+	VPSIGNB      Y7, Y6, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPMADDWD     ones16<>+0(SB), Y7, Y7
+	VPHADDD      Y7, Y12, Y12
+	VMOVDQU      2(DI), Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y3, Y3
+	VPMADDUBSW   Y3, Y8, Y3
+	VPMADDWD     ones16<>+0(SB), Y3, Y3
+	VPSIGNB      Y7, Y4, Y4
+	VPMADDUBSW   Y4, Y8, Y4
+	VPMADDWD     ones16<>+0(SB), Y4, Y4
+	VPHADDD      Y4, Y3, Y3
+	VPSIGNB      Y7, Y5, Y4
+	VPMADDUBSW   Y4, Y8, Y4
+	VPMADDWD     ones16<>+0(SB), Y4, Y4
+	VPSIGNB      Y7, Y6, Y5
+	VPMADDUBSW   Y5, Y8, Y5
+	VPMADDWD     ones16<>+0(SB), Y5, Y5
+	VPHADDD      Y5, Y4, Y4
+	VPHADDD      Y3, Y11, Y11
+	VPHADDD      Y4, Y12, Y12
+	VPERM2I128   $0x20, Y11, Y9, Y3
+	VPERM2I128   $0x31, Y11, Y9, Y4
+	VPADDD       Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (DX), Y4
+	VBROADCASTSS (DX)(BX*1), Y5
+	VBLENDPS     $0xaa, Y5, Y4, Y4
+	VMULPS       Y4, Y2, Y4
+	VMULPS       Y3, Y4, Y4
+	VADDPS       Y4, Y0, Y0
+	VPERM2I128   $0x20, Y12, Y10, Y3
+	VPERM2I128   $0x31, Y12, Y10, Y4
+	VPADDD       Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (DX)(BX*2), Y4
+	VBROADCASTSS (R8), Y5
+	VBLENDPS     $0xaa, Y5, Y4, Y4
+	VMULPS       Y4, Y2, Y4
+	VMULPS       Y3, Y4, Y4
+	VADDPS       Y4, Y1, Y1
+	ADDQ         $0x22, AX
+	ADDQ         $0x22, DI
+	ADDQ         $0x28, DX
+	ADDQ         $0x28, R8
+	DECQ         SI
+	JMP          block
+
+done:
+	MOVQ         out+40(FP), AX
+	MOVQ         os+48(FP), CX
+	VEXTRACTF128 $0x01, Y0, X2
+	VMOVSS       X0, (AX)
+	VEXTRACTPS   $0x02, X0, 4(AX)
+	VMOVSS       X2, 8(AX)
+	VEXTRACTPS   $0x02, X2, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTPS   $0x01, X0, (AX)
+	VEXTRACTPS   $0x03, X0, 4(AX)
+	VEXTRACTPS   $0x01, X2, 8(AX)
+	VEXTRACTPS   $0x03, X2, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VMOVSS       X1, (AX)
+	VEXTRACTPS   $0x02, X1, 4(AX)
+	VMOVSS       X0, 8(AX)
+	VEXTRACTPS   $0x02, X0, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTPS   $0x01, X1, (AX)
+	VEXTRACTPS   $0x03, X1, 4(AX)
+	VEXTRACTPS   $0x01, X0, 8(AX)
+	VEXTRACTPS   $0x03, X0, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0AVX2r4t4(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_0AVX2r4t4(SB), NOSPLIT, $0-56
+	MOVQ   x+0(FP), AX
+	MOVQ   xs+8(FP), CX
+	MOVQ   y+16(FP), DX
+	MOVQ   ys+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	LEAQ   (AX)(CX*2), DI
+	ADDQ   CX, DI
+	LEAQ   (DX)(BX*2), R8
+	ADDQ   BX, R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+block:
+	TESTQ        SI, SI
+	JZ           done
+	VPXOR        X2, X2, X2
+	VPINSRW      $0x00, (AX), X2, X2
+	VPINSRW      $0x01, (AX)(CX*1), X2, X2
+	VPINSRW      $0x02, (AX)(CX*2), X2, X2
+	VPINSRW      $0x03, (DI), X2, X2
+	VPUNPCKLWD   X2, X2, X2
+	VCVTPH2PS    X2, Y2
+	VMOVDQU      8(DX), Y3
+	VMOVDQU      8(DX)(BX*1), Y4
+	VMOVDQU      8(DX)(BX*2), Y5
+	VMOVDQU      8(R8), Y6
+	VMOVDQU      2(AX), X9
+	VPSRLW       $0x04, X9, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VPSUBB       eights<>+0(SB), Y7, Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y3, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPSIGNB      Y7, Y4, Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPHADDW      Y11, Y10, Y10
+	VPSIGNB      Y7, Y5, Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPSIGNB      Y7, Y6, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPHADDW      Y7, Y11, Y11
+	VMOVDQU      2(AX)(CX*1), X9
+	VPSRLW       $0x04, X9, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VPSUBB       eights<>+0(SB), Y7, Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y3, Y12
+	VPMADDUBSW   Y12, Y8, Y12
+	VPSIGNB      Y7, Y4, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPHADDW      Y13, Y12, Y12
+	VPSIGNB      Y7, Y5, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPSIGNB      Y7, Y6, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPHADDW      Y7, Y13, Y13
+	VPHADDW      Y12, Y10, Y10
+	VPMADDWD     ones16<>+0(SB), Y10, Y10
+	VPHADDW      Y13, Y11, Y11
+	VPMADDWD     ones16<>+0(SB), Y11, Y11
+	VMOVDQU      2(AX)(CX*2), X9
+	VPSRLW       $0x04, X9, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VPSUBB       eights<>+0(SB), Y7, Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y3, Y12
+	VPMADDUBSW   Y12, Y8, Y12
+	VPSIGNB      Y7, Y4, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPHADDW      Y13, Y12, Y12
+	VPSIGNB      Y7, Y5, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPSIGNB      Y7, Y6, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPHADDW      Y7, Y13, Y13
+	VMOVDQU      2(DI), X9
+	VPSRLW       $0x04, X9, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VPSUBB       eights<>+0(SB), Y7, Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y3, Y3
+	VPMADDUBSW   Y3, Y8, Y3
+	VPSIGNB      Y7, Y4, Y4
+	VPMADDUBSW   Y4, Y8, Y4
+	VPHADDW      Y4, Y3, Y3
+	VPSIGNB      Y7, Y5, Y4
+	VPMADDUBSW   Y4, Y8, Y4
+	VPSIGNB      Y7, Y6, Y5
+	VPMADDUBSW   Y5, Y8, Y5
+	VPHADDW      Y5, Y4, Y4
+	VPHADDW      Y3, Y12, Y12
+	VPMADDWD     ones16<>+0(SB), Y12, Y12
+	VPHADDW      Y4, Y13, Y13
+	VPMADDWD     ones16<>+0(SB), Y13, Y13
+	VPERM2I128   $0x20, Y12, Y10, Y3
+	VPERM2I128   $0x31, Y12, Y10, Y4
+	VPADDD       Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (DX), Y4
+	VBROADCASTSS (DX)(BX*1), Y5
+	VBLENDPS     $0xaa, Y5, Y4, Y4
+	VMULPS       Y4, Y2, Y4
+	VFMADD231PS  Y3, Y4, Y0
+	VPERM2I128   $0x20, Y13, Y11, Y3
+	VPERM2I128   $0x31, Y13, Y11, Y4
+	VPADDD       Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (DX)(BX*2), Y4
+	VBROADCASTSS (R8), Y5
+	VBLENDPS     $0xaa, Y5, Y4, Y4
+	VMULPS       Y4, Y2, Y4
+	VFMADD231PS  Y3, Y4, Y1
+	ADDQ         $0x12, AX
+	ADDQ         $0x12, DI
+	ADDQ         $0x28, DX
+	ADDQ         $0x28, R8
+	DECQ         SI
+	JMP          block
+
+done:
+	MOVQ         out+40(FP), AX
+	MOVQ         os+48(FP), CX
+	VEXTRACTF128 $0x01, Y0, X2
+	VMOVSS       X0, (AX)
+	VEXTRACTPS   $0x02, X0, 4(AX)
+	VMOVSS       X2, 8(AX)
+	VEXTRACTPS   $0x02, X2, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTPS   $0x01, X0, (AX)
+	VEXTRACTPS   $0x03, X0, 4(AX)
+	VEXTRACTPS   $0x01, X2, 8(AX)
+	VEXTRACTPS   $0x03, X2, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VMOVSS       X1, (AX)
+	VEXTRACTPS   $0x02, X1, 4(AX)
+	VMOVSS       X0, 8(AX)
+	VEXTRACTPS   $0x02, X0, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTPS   $0x01, X1, (AX)
+	VEXTRACTPS   $0x03, X1, 4(AX)
+	VEXTRACTPS   $0x01, X0, 8(AX)
+	VEXTRACTPS   $0x03, X0, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ4_0AVX2r4t8(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, F16C, FMA3
+TEXT ·dotQ4_0AVX2r4t8(SB), NOSPLIT, $384-56
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	MOVQ    y+16(FP), DX
+	MOVQ    ys+24(FP), BX
+	MOVQ    nb+32(FP), SI
+	LEAQ    (AX)(CX*2), DI
+	ADDQ    CX, DI
+	LEAQ    (DX)(BX*2), R8
+	ADDQ    BX, R8
+	LEAQ    (R8)(BX*2), R9
+	ADDQ    BX, R9
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, (SP)
+	VMOVUPS Y0, 32(SP)
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+
+block:
+	TESTQ        SI, SI
+	JZ           done
+	VPXOR        X0, X0, X0
+	VPINSRW      $0x00, (AX), X0, X0
+	VPINSRW      $0x01, (AX)(CX*1), X0, X0
+	VPINSRW      $0x02, (AX)(CX*2), X0, X0
+	VPINSRW      $0x03, (DI), X0, X0
+	VPUNPCKLWD   X0, X0, X0
+	VCVTPH2PS    X0, Y0
+	VMOVDQU      8(DX), Y2
+	VMOVDQU      8(DX)(BX*1), Y3
+	VMOVDQU      8(DX)(BX*2), Y4
+	VMOVDQU      8(R8), Y5
+	VMOVDQU      2(AX), X1
+	VPSRLW       $0x04, X1, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y6
+	VPSUBB       eights<>+0(SB), Y6, Y6
+	VPABSB       Y6, Y7
+	VMOVDQU      Y6, 128(SP)
+	VMOVDQU      Y7, 160(SP)
+	VPSIGNB      Y6, Y2, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPSIGNB      Y6, Y3, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPHADDW      Y9, Y8, Y8
+	VPSIGNB      Y6, Y4, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPHADDW      Y6, Y9, Y9
+	VMOVDQU      2(AX)(CX*1), X1
+	VPSRLW       $0x04, X1, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y6
+	VPSUBB       eights<>+0(SB), Y6, Y6
+	VPABSB       Y6, Y7
+	VMOVDQU      Y6, 192(SP)
+	VMOVDQU      Y7, 224(SP)
+	VPSIGNB      Y6, Y2, Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPSIGNB      Y6, Y3, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPHADDW      Y11, Y10, Y10
+	VPSIGNB      Y6, Y4, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPHADDW      Y6, Y11, Y11
+	VPHADDW      Y10, Y8, Y8
+	VPMADDWD     ones16<>+0(SB), Y8, Y8
+	VPHADDW      Y11, Y9, Y9
+	VPMADDWD     ones16<>+0(SB), Y9, Y9
+	VMOVDQU      2(AX)(CX*2), X1
+	VPSRLW       $0x04, X1, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y6
+	VPSUBB       eights<>+0(SB), Y6, Y6
+	VPABSB       Y6, Y7
+	VMOVDQU      Y6, 256(SP)
+	VMOVDQU      Y7, 288(SP)
+	VPSIGNB      Y6, Y2, Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPSIGNB      Y6, Y3, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPHADDW      Y11, Y10, Y10
+	VPSIGNB      Y6, Y4, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPHADDW      Y6, Y11, Y11
+	VMOVDQU      2(DI), X1
+	VPSRLW       $0x04, X1, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y6
+	VPSUBB       eights<>+0(SB), Y6, Y6
+	VPABSB       Y6, Y7
+	VMOVDQU      Y6, 320(SP)
+	VMOVDQU      Y7, 352(SP)
+	VPSIGNB      Y6, Y2, Y2
+	VPMADDUBSW   Y2, Y7, Y2
+	VPSIGNB      Y6, Y3, Y3
+	VPMADDUBSW   Y3, Y7, Y3
+	VPHADDW      Y3, Y2, Y2
+	VPSIGNB      Y6, Y4, Y3
+	VPMADDUBSW   Y3, Y7, Y3
+	VPSIGNB      Y6, Y5, Y4
+	VPMADDUBSW   Y4, Y7, Y4
+	VPHADDW      Y4, Y3, Y3
+	VPHADDW      Y2, Y10, Y10
+	VPMADDWD     ones16<>+0(SB), Y10, Y10
+	VPHADDW      Y3, Y11, Y11
+	VPMADDWD     ones16<>+0(SB), Y11, Y11
+	VPERM2I128   $0x20, Y10, Y8, Y2
+	VPERM2I128   $0x31, Y10, Y8, Y3
+	VPADDD       Y3, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (DX), Y3
+	VBROADCASTSS (DX)(BX*1), Y4
+	VBLENDPS     $0xaa, Y4, Y3, Y3
+	VMULPS       Y3, Y0, Y3
+	VMOVUPS      (SP), Y4
+	VFMADD231PS  Y2, Y3, Y4
+	VMOVUPS      Y4, (SP)
+	VPERM2I128   $0x20, Y11, Y9, Y2
+	VPERM2I128   $0x31, Y11, Y9, Y3
+	VPADDD       Y3, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (DX)(BX*2), Y3
+	VBROADCASTSS (R8), Y4
+	VBLENDPS     $0xaa, Y4, Y3, Y3
+	VMULPS       Y3, Y0, Y3
+	VMOVUPS      32(SP), Y4
+	VFMADD231PS  Y2, Y3, Y4
+	VMOVUPS      Y4, 32(SP)
+	VMOVDQU      8(R8)(BX*1), Y2
+	VMOVDQU      8(R8)(BX*2), Y3
+	VMOVDQU      8(R9), Y4
+	VMOVDQU      8(R9)(BX*1), Y5
+	VMOVDQU      128(SP), Y6
+	VMOVDQU      160(SP), Y7
+	VPSIGNB      Y6, Y2, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPSIGNB      Y6, Y3, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPHADDW      Y9, Y8, Y8
+	VPSIGNB      Y6, Y4, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPHADDW      Y6, Y9, Y9
+	VMOVDQU      192(SP), Y6
+	VMOVDQU      224(SP), Y7
+	VPSIGNB      Y6, Y2, Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPSIGNB      Y6, Y3, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPHADDW      Y11, Y10, Y10
+	VPSIGNB      Y6, Y4, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPHADDW      Y6, Y11, Y11
+	VPHADDW      Y10, Y8, Y8
+	VPMADDWD     ones16<>+0(SB), Y8, Y8
+	VPHADDW      Y11, Y9, Y9
+	VPMADDWD     ones16<>+0(SB), Y9, Y9
+	VMOVDQU      256(SP), Y6
+	VMOVDQU      288(SP), Y7
+	VPSIGNB      Y6, Y2, Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPSIGNB      Y6, Y3, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPHADDW      Y11, Y10, Y10
+	VPSIGNB      Y6, Y4, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPHADDW      Y6, Y11, Y11
+	VMOVDQU      320(SP), Y6
+	VMOVDQU      352(SP), Y7
+	VPSIGNB      Y6, Y2, Y2
+	VPMADDUBSW   Y2, Y7, Y2
+	VPSIGNB      Y6, Y3, Y3
+	VPMADDUBSW   Y3, Y7, Y3
+	VPHADDW      Y3, Y2, Y2
+	VPSIGNB      Y6, Y4, Y3
+	VPMADDUBSW   Y3, Y7, Y3
+	VPSIGNB      Y6, Y5, Y4
+	VPMADDUBSW   Y4, Y7, Y4
+	VPHADDW      Y4, Y3, Y3
+	VPHADDW      Y2, Y10, Y10
+	VPMADDWD     ones16<>+0(SB), Y10, Y10
+	VPHADDW      Y3, Y11, Y11
+	VPMADDWD     ones16<>+0(SB), Y11, Y11
+	VPERM2I128   $0x20, Y10, Y8, Y2
+	VPERM2I128   $0x31, Y10, Y8, Y3
+	VPADDD       Y3, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (R8)(BX*1), Y3
+	VBROADCASTSS (R8)(BX*2), Y4
+	VBLENDPS     $0xaa, Y4, Y3, Y3
+	VMULPS       Y3, Y0, Y3
+	VMOVUPS      64(SP), Y4
+	VFMADD231PS  Y2, Y3, Y4
+	VMOVUPS      Y4, 64(SP)
+	VPERM2I128   $0x20, Y11, Y9, Y2
+	VPERM2I128   $0x31, Y11, Y9, Y3
+	VPADDD       Y3, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VBROADCASTSS (R9)(BX*1), Y4
+	VBLENDPS     $0xaa, Y4, Y3, Y3
+	VMULPS       Y3, Y0, Y3
+	VMOVUPS      96(SP), Y0
+	VFMADD231PS  Y2, Y3, Y0
+	VMOVUPS      Y0, 96(SP)
+	ADDQ         $0x12, AX
+	ADDQ         $0x12, DI
+	ADDQ         $0x28, DX
+	ADDQ         $0x28, R8
+	ADDQ         $0x28, R9
+	DECQ         SI
+	JMP          block
+
+done:
+	MOVQ         out+40(FP), AX
+	MOVQ         os+48(FP), CX
+	VMOVUPS      (SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVSS       X0, (AX)
+	VEXTRACTPS   $0x02, X0, 4(AX)
+	VMOVSS       X1, 8(AX)
+	VEXTRACTPS   $0x02, X1, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTPS   $0x01, X0, (AX)
+	VEXTRACTPS   $0x03, X0, 4(AX)
+	VEXTRACTPS   $0x01, X1, 8(AX)
+	VEXTRACTPS   $0x03, X1, 12(AX)
+	ADDQ         CX, AX
+	VMOVUPS      32(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVSS       X0, (AX)
+	VEXTRACTPS   $0x02, X0, 4(AX)
+	VMOVSS       X1, 8(AX)
+	VEXTRACTPS   $0x02, X1, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTPS   $0x01, X0, (AX)
+	VEXTRACTPS   $0x03, X0, 4(AX)
+	VEXTRACTPS   $0x01, X1, 8(AX)
+	VEXTRACTPS   $0x03, X1, 12(AX)
+	ADDQ         CX, AX
+	VMOVUPS      64(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVSS       X0, (AX)
+	VEXTRACTPS   $0x02, X0, 4(AX)
+	VMOVSS       X1, 8(AX)
+	VEXTRACTPS   $0x02, X1, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTPS   $0x01, X0, (AX)
+	VEXTRACTPS   $0x03, X0, 4(AX)
+	VEXTRACTPS   $0x01, X1, 8(AX)
+	VEXTRACTPS   $0x03, X1, 12(AX)
+	ADDQ         CX, AX
+	VMOVUPS      96(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVSS       X0, (AX)
+	VEXTRACTPS   $0x02, X0, 4(AX)
+	VMOVSS       X1, 8(AX)
+	VEXTRACTPS   $0x02, X1, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTPS   $0x01, X0, (AX)
+	VEXTRACTPS   $0x03, X0, 4(AX)
+	VEXTRACTPS   $0x01, X1, 8(AX)
+	VEXTRACTPS   $0x03, X1, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_0AVX2r4t4(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ5_0AVX2r4t4(SB), NOSPLIT, $0-56
+	MOVQ   x+0(FP), AX
+	MOVQ   xs+8(FP), CX
+	MOVQ   y+16(FP), DX
+	MOVQ   ys+24(FP), BX
+	MOVQ   nb+32(FP), SI
+	LEAQ   (AX)(CX*2), DI
+	ADDQ   CX, DI
+	LEAQ   (DX)(BX*2), R8
+	ADDQ   BX, R8
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+
+block:
+	TESTQ        SI, SI
+	JZ           done
+	VPXOR        X2, X2, X2
+	VPINSRW      $0x00, (AX), X2, X2
+	VPINSRW      $0x01, (AX)(CX*1), X2, X2
+	VPINSRW      $0x02, (AX)(CX*2), X2, X2
+	VPINSRW      $0x03, (DI), X2, X2
+	VPUNPCKLWD   X2, X2, X2
+	VCVTPH2PS    X2, Y2
+	VMOVDQU      8(DX), Y3
+	VMOVDQU      8(DX)(BX*1), Y4
+	VMOVDQU      8(DX)(BX*2), Y5
+	VMOVDQU      8(R8), Y6
+	VMOVDQU      6(AX), X9
+	VPSRLW       $0x04, X9, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VPBROADCASTD 2(AX), Y8
+	VPSHUFB      q5Spread<>+0(SB), Y8, Y8
+	VPAND        q5Bits<>+0(SB), Y8, Y8
+	VPCMPEQB     q5Bits<>+0(SB), Y8, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSUBB       sixteens<>+0(SB), Y7, Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y3, Y10
+	VPMADDUBSW   Y10, Y8, Y10
+	VPSIGNB      Y7, Y4, Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPHADDW      Y11, Y10, Y10
+	VPSIGNB      Y7, Y5, Y11
+	VPMADDUBSW   Y11, Y8, Y11
+	VPSIGNB      Y7, Y6, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPHADDW      Y7, Y11, Y11
+	VMOVDQU      6(AX)(CX*1), X9
+	VPSRLW       $0x04, X9, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VPBROADCASTD 2(AX)(CX*1), Y8
+	VPSHUFB      q5Spread<>+0(SB), Y8, Y8
+	VPAND        q5Bits<>+0(SB), Y8, Y8
+	VPCMPEQB     q5Bits<>+0(SB), Y8, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSUBB       sixteens<>+0(SB), Y7, Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y3, Y12
+	VPMADDUBSW   Y12, Y8, Y12
+	VPSIGNB      Y7, Y4, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPHADDW      Y13, Y12, Y12
+	VPSIGNB      Y7, Y5, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPSIGNB      Y7, Y6, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPHADDW      Y7, Y13, Y13
+	VPHADDW      Y12, Y10, Y10
+	VPMADDWD     ones16<>+0(SB), Y10, Y10
+	VPHADDW      Y13, Y11, Y11
+	VPMADDWD     ones16<>+0(SB), Y11, Y11
+	VMOVDQU      6(AX)(CX*2), X9
+	VPSRLW       $0x04, X9, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VPBROADCASTD 2(AX)(CX*2), Y8
+	VPSHUFB      q5Spread<>+0(SB), Y8, Y8
+	VPAND        q5Bits<>+0(SB), Y8, Y8
+	VPCMPEQB     q5Bits<>+0(SB), Y8, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSUBB       sixteens<>+0(SB), Y7, Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y3, Y12
+	VPMADDUBSW   Y12, Y8, Y12
+	VPSIGNB      Y7, Y4, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPHADDW      Y13, Y12, Y12
+	VPSIGNB      Y7, Y5, Y13
+	VPMADDUBSW   Y13, Y8, Y13
+	VPSIGNB      Y7, Y6, Y7
+	VPMADDUBSW   Y7, Y8, Y7
+	VPHADDW      Y7, Y13, Y13
+	VMOVDQU      6(DI), X9
+	VPSRLW       $0x04, X9, X7
+	VINSERTI128  $0x01, X7, Y9, Y7
+	VPAND        nibbleMask<>+0(SB), Y7, Y7
+	VPBROADCASTD 2(DI), Y8
+	VPSHUFB      q5Spread<>+0(SB), Y8, Y8
+	VPAND        q5Bits<>+0(SB), Y8, Y8
+	VPCMPEQB     q5Bits<>+0(SB), Y8, Y8
+	VPAND        bit4Mask<>+0(SB), Y8, Y8
+	VPOR         Y8, Y7, Y7
+	VPSUBB       sixteens<>+0(SB), Y7, Y7
+	VPABSB       Y7, Y8
+	VPSIGNB      Y7, Y3, Y3
+	VPMADDUBSW   Y3, Y8, Y3
+	VPSIGNB      Y7, Y4, Y4
+	VPMADDUBSW   Y4, Y8, Y4
+	VPHADDW      Y4, Y3, Y3
+	VPSIGNB      Y7, Y5, Y4
+	VPMADDUBSW   Y4, Y8, Y4
+	VPSIGNB      Y7, Y6, Y5
+	VPMADDUBSW   Y5, Y8, Y5
+	VPHADDW      Y5, Y4, Y4
+	VPHADDW      Y3, Y12, Y12
+	VPMADDWD     ones16<>+0(SB), Y12, Y12
+	VPHADDW      Y4, Y13, Y13
+	VPMADDWD     ones16<>+0(SB), Y13, Y13
+	VPERM2I128   $0x20, Y12, Y10, Y3
+	VPERM2I128   $0x31, Y12, Y10, Y4
+	VPADDD       Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (DX), Y4
+	VBROADCASTSS (DX)(BX*1), Y5
+	VBLENDPS     $0xaa, Y5, Y4, Y4
+	VMULPS       Y4, Y2, Y4
+	VMULPS       Y3, Y4, Y4
+	VADDPS       Y4, Y0, Y0
+	VPERM2I128   $0x20, Y13, Y11, Y3
+	VPERM2I128   $0x31, Y13, Y11, Y4
+	VPADDD       Y4, Y3, Y3
+	VCVTDQ2PS    Y3, Y3
+	VBROADCASTSS (DX)(BX*2), Y4
+	VBROADCASTSS (R8), Y5
+	VBLENDPS     $0xaa, Y5, Y4, Y4
+	VMULPS       Y4, Y2, Y4
+	VMULPS       Y3, Y4, Y4
+	VADDPS       Y4, Y1, Y1
+	ADDQ         $0x16, AX
+	ADDQ         $0x16, DI
+	ADDQ         $0x28, DX
+	ADDQ         $0x28, R8
+	DECQ         SI
+	JMP          block
+
+done:
+	MOVQ         out+40(FP), AX
+	MOVQ         os+48(FP), CX
+	VEXTRACTF128 $0x01, Y0, X2
+	VMOVSS       X0, (AX)
+	VEXTRACTPS   $0x02, X0, 4(AX)
+	VMOVSS       X2, 8(AX)
+	VEXTRACTPS   $0x02, X2, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTPS   $0x01, X0, (AX)
+	VEXTRACTPS   $0x03, X0, 4(AX)
+	VEXTRACTPS   $0x01, X2, 8(AX)
+	VEXTRACTPS   $0x03, X2, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VMOVSS       X1, (AX)
+	VEXTRACTPS   $0x02, X1, 4(AX)
+	VMOVSS       X0, 8(AX)
+	VEXTRACTPS   $0x02, X0, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTPS   $0x01, X1, (AX)
+	VEXTRACTPS   $0x03, X1, 4(AX)
+	VEXTRACTPS   $0x01, X0, 8(AX)
+	VEXTRACTPS   $0x03, X0, 12(AX)
+	VZEROUPPER
+	RET
+
+// func dotQ5_0AVX2r4t8(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int)
+// Requires: AVX, AVX2, F16C
+TEXT ·dotQ5_0AVX2r4t8(SB), NOSPLIT, $384-56
+	MOVQ    x+0(FP), AX
+	MOVQ    xs+8(FP), CX
+	MOVQ    y+16(FP), DX
+	MOVQ    ys+24(FP), BX
+	MOVQ    nb+32(FP), SI
+	LEAQ    (AX)(CX*2), DI
+	ADDQ    CX, DI
+	LEAQ    (DX)(BX*2), R8
+	ADDQ    BX, R8
+	LEAQ    (R8)(BX*2), R9
+	ADDQ    BX, R9
+	VXORPS  Y0, Y0, Y0
+	VMOVUPS Y0, (SP)
+	VMOVUPS Y0, 32(SP)
+	VMOVUPS Y0, 64(SP)
+	VMOVUPS Y0, 96(SP)
+
+block:
+	TESTQ        SI, SI
+	JZ           done
+	VPXOR        X0, X0, X0
+	VPINSRW      $0x00, (AX), X0, X0
+	VPINSRW      $0x01, (AX)(CX*1), X0, X0
+	VPINSRW      $0x02, (AX)(CX*2), X0, X0
+	VPINSRW      $0x03, (DI), X0, X0
+	VPUNPCKLWD   X0, X0, X0
+	VCVTPH2PS    X0, Y0
+	VMOVDQU      8(DX), Y2
+	VMOVDQU      8(DX)(BX*1), Y3
+	VMOVDQU      8(DX)(BX*2), Y4
+	VMOVDQU      8(R8), Y5
+	VMOVDQU      6(AX), X1
+	VPSRLW       $0x04, X1, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y6
+	VPBROADCASTD 2(AX), Y7
+	VPSHUFB      q5Spread<>+0(SB), Y7, Y7
+	VPAND        q5Bits<>+0(SB), Y7, Y7
+	VPCMPEQB     q5Bits<>+0(SB), Y7, Y7
+	VPAND        bit4Mask<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSUBB       sixteens<>+0(SB), Y6, Y6
+	VPABSB       Y6, Y7
+	VMOVDQU      Y6, 128(SP)
+	VMOVDQU      Y7, 160(SP)
+	VPSIGNB      Y6, Y2, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPSIGNB      Y6, Y3, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPHADDW      Y9, Y8, Y8
+	VPSIGNB      Y6, Y4, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPHADDW      Y6, Y9, Y9
+	VMOVDQU      6(AX)(CX*1), X1
+	VPSRLW       $0x04, X1, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y6
+	VPBROADCASTD 2(AX)(CX*1), Y7
+	VPSHUFB      q5Spread<>+0(SB), Y7, Y7
+	VPAND        q5Bits<>+0(SB), Y7, Y7
+	VPCMPEQB     q5Bits<>+0(SB), Y7, Y7
+	VPAND        bit4Mask<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSUBB       sixteens<>+0(SB), Y6, Y6
+	VPABSB       Y6, Y7
+	VMOVDQU      Y6, 192(SP)
+	VMOVDQU      Y7, 224(SP)
+	VPSIGNB      Y6, Y2, Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPSIGNB      Y6, Y3, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPHADDW      Y11, Y10, Y10
+	VPSIGNB      Y6, Y4, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPHADDW      Y6, Y11, Y11
+	VPHADDW      Y10, Y8, Y8
+	VPMADDWD     ones16<>+0(SB), Y8, Y8
+	VPHADDW      Y11, Y9, Y9
+	VPMADDWD     ones16<>+0(SB), Y9, Y9
+	VMOVDQU      6(AX)(CX*2), X1
+	VPSRLW       $0x04, X1, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y6
+	VPBROADCASTD 2(AX)(CX*2), Y7
+	VPSHUFB      q5Spread<>+0(SB), Y7, Y7
+	VPAND        q5Bits<>+0(SB), Y7, Y7
+	VPCMPEQB     q5Bits<>+0(SB), Y7, Y7
+	VPAND        bit4Mask<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSUBB       sixteens<>+0(SB), Y6, Y6
+	VPABSB       Y6, Y7
+	VMOVDQU      Y6, 256(SP)
+	VMOVDQU      Y7, 288(SP)
+	VPSIGNB      Y6, Y2, Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPSIGNB      Y6, Y3, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPHADDW      Y11, Y10, Y10
+	VPSIGNB      Y6, Y4, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPHADDW      Y6, Y11, Y11
+	VMOVDQU      6(DI), X1
+	VPSRLW       $0x04, X1, X6
+	VINSERTI128  $0x01, X6, Y1, Y6
+	VPAND        nibbleMask<>+0(SB), Y6, Y6
+	VPBROADCASTD 2(DI), Y7
+	VPSHUFB      q5Spread<>+0(SB), Y7, Y7
+	VPAND        q5Bits<>+0(SB), Y7, Y7
+	VPCMPEQB     q5Bits<>+0(SB), Y7, Y7
+	VPAND        bit4Mask<>+0(SB), Y7, Y7
+	VPOR         Y7, Y6, Y6
+	VPSUBB       sixteens<>+0(SB), Y6, Y6
+	VPABSB       Y6, Y7
+	VMOVDQU      Y6, 320(SP)
+	VMOVDQU      Y7, 352(SP)
+	VPSIGNB      Y6, Y2, Y2
+	VPMADDUBSW   Y2, Y7, Y2
+	VPSIGNB      Y6, Y3, Y3
+	VPMADDUBSW   Y3, Y7, Y3
+	VPHADDW      Y3, Y2, Y2
+	VPSIGNB      Y6, Y4, Y3
+	VPMADDUBSW   Y3, Y7, Y3
+	VPSIGNB      Y6, Y5, Y4
+	VPMADDUBSW   Y4, Y7, Y4
+	VPHADDW      Y4, Y3, Y3
+	VPHADDW      Y2, Y10, Y10
+	VPMADDWD     ones16<>+0(SB), Y10, Y10
+	VPHADDW      Y3, Y11, Y11
+	VPMADDWD     ones16<>+0(SB), Y11, Y11
+	VPERM2I128   $0x20, Y10, Y8, Y2
+	VPERM2I128   $0x31, Y10, Y8, Y3
+	VPADDD       Y3, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (DX), Y3
+	VBROADCASTSS (DX)(BX*1), Y4
+	VBLENDPS     $0xaa, Y4, Y3, Y3
+	VMULPS       Y3, Y0, Y3
+	VMOVUPS      (SP), Y4
+	VMULPS       Y2, Y3, Y3
+	VADDPS       Y3, Y4, Y4
+	VMOVUPS      Y4, (SP)
+	VPERM2I128   $0x20, Y11, Y9, Y2
+	VPERM2I128   $0x31, Y11, Y9, Y3
+	VPADDD       Y3, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (DX)(BX*2), Y3
+	VBROADCASTSS (R8), Y4
+	VBLENDPS     $0xaa, Y4, Y3, Y3
+	VMULPS       Y3, Y0, Y3
+	VMOVUPS      32(SP), Y4
+	VMULPS       Y2, Y3, Y3
+	VADDPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 32(SP)
+	VMOVDQU      8(R8)(BX*1), Y2
+	VMOVDQU      8(R8)(BX*2), Y3
+	VMOVDQU      8(R9), Y4
+	VMOVDQU      8(R9)(BX*1), Y5
+	VMOVDQU      128(SP), Y6
+	VMOVDQU      160(SP), Y7
+	VPSIGNB      Y6, Y2, Y8
+	VPMADDUBSW   Y8, Y7, Y8
+	VPSIGNB      Y6, Y3, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPHADDW      Y9, Y8, Y8
+	VPSIGNB      Y6, Y4, Y9
+	VPMADDUBSW   Y9, Y7, Y9
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPHADDW      Y6, Y9, Y9
+	VMOVDQU      192(SP), Y6
+	VMOVDQU      224(SP), Y7
+	VPSIGNB      Y6, Y2, Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPSIGNB      Y6, Y3, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPHADDW      Y11, Y10, Y10
+	VPSIGNB      Y6, Y4, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPHADDW      Y6, Y11, Y11
+	VPHADDW      Y10, Y8, Y8
+	VPMADDWD     ones16<>+0(SB), Y8, Y8
+	VPHADDW      Y11, Y9, Y9
+	VPMADDWD     ones16<>+0(SB), Y9, Y9
+	VMOVDQU      256(SP), Y6
+	VMOVDQU      288(SP), Y7
+	VPSIGNB      Y6, Y2, Y10
+	VPMADDUBSW   Y10, Y7, Y10
+	VPSIGNB      Y6, Y3, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPHADDW      Y11, Y10, Y10
+	VPSIGNB      Y6, Y4, Y11
+	VPMADDUBSW   Y11, Y7, Y11
+	VPSIGNB      Y6, Y5, Y6
+	VPMADDUBSW   Y6, Y7, Y6
+	VPHADDW      Y6, Y11, Y11
+	VMOVDQU      320(SP), Y6
+	VMOVDQU      352(SP), Y7
+	VPSIGNB      Y6, Y2, Y2
+	VPMADDUBSW   Y2, Y7, Y2
+	VPSIGNB      Y6, Y3, Y3
+	VPMADDUBSW   Y3, Y7, Y3
+	VPHADDW      Y3, Y2, Y2
+	VPSIGNB      Y6, Y4, Y3
+	VPMADDUBSW   Y3, Y7, Y3
+	VPSIGNB      Y6, Y5, Y4
+	VPMADDUBSW   Y4, Y7, Y4
+	VPHADDW      Y4, Y3, Y3
+	VPHADDW      Y2, Y10, Y10
+	VPMADDWD     ones16<>+0(SB), Y10, Y10
+	VPHADDW      Y3, Y11, Y11
+	VPMADDWD     ones16<>+0(SB), Y11, Y11
+	VPERM2I128   $0x20, Y10, Y8, Y2
+	VPERM2I128   $0x31, Y10, Y8, Y3
+	VPADDD       Y3, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (R8)(BX*1), Y3
+	VBROADCASTSS (R8)(BX*2), Y4
+	VBLENDPS     $0xaa, Y4, Y3, Y3
+	VMULPS       Y3, Y0, Y3
+	VMOVUPS      64(SP), Y4
+	VMULPS       Y2, Y3, Y3
+	VADDPS       Y3, Y4, Y4
+	VMOVUPS      Y4, 64(SP)
+	VPERM2I128   $0x20, Y11, Y9, Y2
+	VPERM2I128   $0x31, Y11, Y9, Y3
+	VPADDD       Y3, Y2, Y2
+	VCVTDQ2PS    Y2, Y2
+	VBROADCASTSS (R9), Y3
+	VBROADCASTSS (R9)(BX*1), Y4
+	VBLENDPS     $0xaa, Y4, Y3, Y3
+	VMULPS       Y3, Y0, Y3
+	VMOVUPS      96(SP), Y0
+	VMULPS       Y2, Y3, Y3
+	VADDPS       Y3, Y0, Y0
+	VMOVUPS      Y0, 96(SP)
+	ADDQ         $0x16, AX
+	ADDQ         $0x16, DI
+	ADDQ         $0x28, DX
+	ADDQ         $0x28, R8
+	ADDQ         $0x28, R9
+	DECQ         SI
+	JMP          block
+
+done:
+	MOVQ         out+40(FP), AX
+	MOVQ         os+48(FP), CX
+	VMOVUPS      (SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVSS       X0, (AX)
+	VEXTRACTPS   $0x02, X0, 4(AX)
+	VMOVSS       X1, 8(AX)
+	VEXTRACTPS   $0x02, X1, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTPS   $0x01, X0, (AX)
+	VEXTRACTPS   $0x03, X0, 4(AX)
+	VEXTRACTPS   $0x01, X1, 8(AX)
+	VEXTRACTPS   $0x03, X1, 12(AX)
+	ADDQ         CX, AX
+	VMOVUPS      32(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVSS       X0, (AX)
+	VEXTRACTPS   $0x02, X0, 4(AX)
+	VMOVSS       X1, 8(AX)
+	VEXTRACTPS   $0x02, X1, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTPS   $0x01, X0, (AX)
+	VEXTRACTPS   $0x03, X0, 4(AX)
+	VEXTRACTPS   $0x01, X1, 8(AX)
+	VEXTRACTPS   $0x03, X1, 12(AX)
+	ADDQ         CX, AX
+	VMOVUPS      64(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVSS       X0, (AX)
+	VEXTRACTPS   $0x02, X0, 4(AX)
+	VMOVSS       X1, 8(AX)
+	VEXTRACTPS   $0x02, X1, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTPS   $0x01, X0, (AX)
+	VEXTRACTPS   $0x03, X0, 4(AX)
+	VEXTRACTPS   $0x01, X1, 8(AX)
+	VEXTRACTPS   $0x03, X1, 12(AX)
+	ADDQ         CX, AX
+	VMOVUPS      96(SP), Y0
+	VEXTRACTF128 $0x01, Y0, X1
+	VMOVSS       X0, (AX)
+	VEXTRACTPS   $0x02, X0, 4(AX)
+	VMOVSS       X1, 8(AX)
+	VEXTRACTPS   $0x02, X1, 12(AX)
+	ADDQ         CX, AX
+	VEXTRACTPS   $0x01, X0, (AX)
+	VEXTRACTPS   $0x03, X0, 4(AX)
+	VEXTRACTPS   $0x01, X1, 8(AX)
+	VEXTRACTPS   $0x03, X1, 12(AX)
+	VZEROUPPER
+	RET
+
 // func dotIQ4_NLAVX2(x *byte, y *byte, n int) float32
 // Requires: AVX, AVX2, F16C, FMA3, SSE
 TEXT ·dotIQ4_NLAVX2(SB), NOSPLIT, $0-28

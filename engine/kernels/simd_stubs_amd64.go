@@ -216,6 +216,36 @@ func dotQ4_0AVX2t2(x *byte, y *byte, ys int, nb int, out *float32, os int)
 //go:noescape
 func dotQ5_0AVX2t2(x *byte, y *byte, ys int, nb int, out *float32, os int)
 
+// dotQ8_0AVX2r4t4 sets out[t·os/4+r] = dotQ8_0AVX2(x + r·xs, y + t·ys, nb) for r < 4, t < 4
+// (each weight block decoded once for the tokens, each token's block loaded once for the rows).
+//
+//go:noescape
+func dotQ8_0AVX2r4t4(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_0AVX2r4t4 sets out[t·os/4+r] = dotQ4_0AVX2(x + r·xs, y + t·ys, nb) for r < 4, t < 4
+// (each weight block decoded once for the tokens, each token's block loaded once for the rows).
+//
+//go:noescape
+func dotQ4_0AVX2r4t4(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ4_0AVX2r4t8 sets out[t·os/4+r] = dotQ4_0AVX2(x + r·xs, y + t·ys, nb) for r < 4, t < 8
+// (each weight block decoded once for the tokens, each token's block loaded once for the rows).
+//
+//go:noescape
+func dotQ4_0AVX2r4t8(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ5_0AVX2r4t4 sets out[t·os/4+r] = dotQ5_0AVX2(x + r·xs, y + t·ys, nb) for r < 4, t < 4
+// (each weight block decoded once for the tokens, each token's block loaded once for the rows).
+//
+//go:noescape
+func dotQ5_0AVX2r4t4(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int)
+
+// dotQ5_0AVX2r4t8 sets out[t·os/4+r] = dotQ5_0AVX2(x + r·xs, y + t·ys, nb) for r < 4, t < 8
+// (each weight block decoded once for the tokens, each token's block loaded once for the rows).
+//
+//go:noescape
+func dotQ5_0AVX2r4t8(x *byte, xs int, y *byte, ys int, nb int, out *float32, os int)
+
 // dotIQ4_NLAVX2 is the dot product of n IQ4_NL blocks at x with n q8Blocks at y: per block
 // the exact integer sum isum, then sum += (f16(x.d)·y.d)·isum in block order
 // (Q4_0: fused, sum = fma(isum, f16(x.d)·y.d, sum)).

@@ -217,6 +217,9 @@ func (m *matMul) fastTokens(r, hi, t0, nt int) int {
 		return m.f32Tokens(r, hi, t0, nt)
 	}
 	if !useAVX512 {
+		if useAVX2 && (m.w.Type == Q8_0 || m.w.Type == Q4_0 || m.w.Type == Q5_0) {
+			return m.dot0Tiles(r, hi, t0, nt)
+		}
 		return 0
 	}
 	if n := m.floatTokens(r, hi, t0, nt); n > 0 {
