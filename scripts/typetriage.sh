@@ -6,7 +6,10 @@
 # ratios (lmlite ÷ llama.cpp, lower is better), `lmlite bench`'s slow_path, and the
 # median tokens/s ratios (lmlite ÷ llama.cpp, higher is better: wall clock, so only
 # a hint of which phase trails under load).
-# usage: scripts/typetriage.sh [--rounds 2] [--prompt 128] [--gen 32] M.gguf ...
+# usage: scripts/typetriage.sh [--rounds 2] [--prompt 128] [--gen 32] [--peer P] M.gguf ...
+# --peer P runs P (same arguments as bench.sh) in place of llama.cpp's bench.sh, e.g. a
+# wrapper that loads its AVX2 variant; LMLITE_GODEBUG=cpu.avx512f=off sets GODEBUG for
+# lmlite's runs only (its AVX2 level on an AVX-512 machine).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 peer=${LLAMACPP_BENCH:-$here/../shared/peers/llamacpp/bench.sh}
@@ -15,6 +18,7 @@ rounds=2 prompt=128 gen=32 models=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2;; --prompt) prompt=$2; shift 2;; --gen) gen=$2; shift 2;;
+    --peer) peer=$2; shift 2;;
     -*) echo "typetriage.sh: unknown argument $1" >&2; exit 2;;
     *) models+=("$1"); shift;;
   esac
@@ -35,7 +39,7 @@ for m in "${models[@]}"; do
   : >"$out"
   cat "$m" >/dev/null # in the page cache for both programs (else lmlite, first, reads it cold)
   for i in $(seq "$rounds"); do
-    x=$(cpu "$lmlite" bench --model "$m" "${args[@]}" --json)
+    x=$(cpu env ${LMLITE_GODEBUG:+GODEBUG="$LMLITE_GODEBUG"} "$lmlite" bench --model "$m" "${args[@]}" --json)
     y=$(cpu "$peer" --model "$m" "${args[@]}")
     a+=("$x") b+=("$y") r+=("$(awk -v x="$x" -v y="$y" 'BEGIN{printf "%.2f", x/y}')")
   done

@@ -69,7 +69,9 @@
 // int16 with their scales folded in, the tokens' quants widened to int16, 4 rows by 4 tokens by VPDPWSSD,
 // the integer sums exact and the float steps the row kernels', so the same
 // bits (TestPanelMatMul, TestMatMulLevels). IQ1_S and TQ2_0 take byte panels
-// the same way, by VPDPBUSD (iq1spanel.go, tq2panel.go). QuantizeRow writes every type but the lattice ones (CanQuantize),
+// the same way, by VPDPBUSD (iq1spanel.go, tq2panel.go). Without AVX-512,
+// IQ2_XXS, IQ2_XS, IQ2_S and IQ3_XXS prompts take byte panels by VPMADDUBSW
+// and VPMADDWD (iq2panel2.go, _asm/iq2panel2.go). QuantizeRow writes every type but the lattice ones (CanQuantize),
 // whose grids (iqgrids.go) are generated from ggml-common.h by internal/gengrids.
 // The decoders and dot products are checked against llama.cpp's own (ggml's
 // decoders and CPU vec_dot, through the npm peer's libraries: llamacpp_test.go).

@@ -98,9 +98,9 @@ func iq2OuterDotGeneric(w []byte, dx []float32, i int, ao []byte, ydT []float32,
 // iq2PanelType reports whether weights of type t take the byte panels.
 func iq2PanelType(t Type) bool { return t == IQ2_XXS || t == IQ2_XS || t == IQ2_S }
 
-// iq2Values writes the signed values of an IQ2_XXS, IQ2_XS or IQ2_S block and
-// the integer scales of its 16 groups of 16: the factors of the reference's
-// integer sums.
+// iq2Values writes the signed values of an IQ2_XXS, IQ2_XS, IQ2_S or IQ3_XXS
+// block and the integer scales of its 16 groups of 16: the factors of the
+// reference's integer sums.
 func iq2Values(typ Type, blk []byte, v *[qkK]int8, ls *[16]int32) {
 	for ib := 0; ib < 8; ib++ {
 		var sc [2]int32
@@ -112,6 +112,9 @@ func iq2Values(typ Type, blk []byte, v *[qkK]int8, ls *[16]int32) {
 			sc = [2]int32{int32(2*(blk[66+ib]&0xf) + 1), int32(2*(blk[66+ib]>>4) + 1)}
 		case IQ2_S:
 			sc = [2]int32{int32(2*(blk[74+ib]&0xf) + 1), int32(2*(blk[74+ib]>>4) + 1)}
+		case IQ3_XXS:
+			s := int32(2*(le32(blk[66+4*ib:])>>28) + 1)
+			sc = [2]int32{s, s}
 		}
 		ls[2*ib], ls[2*ib+1] = sc[0], sc[1]
 		for l := 0; l < 4; l++ {
@@ -126,6 +129,10 @@ func iq2Values(typ Type, blk []byte, v *[qkK]int8, ls *[16]int32) {
 				grid, signs = iq2xsGrid[q&511], iqSigns(uint32(q>>9))
 			case IQ2_S:
 				grid, signs = iq2sGrid[iq2SIndex(blk, ib, l)], blk[34+4*ib+l]
+			case IQ3_XXS:
+				g := blk[2+8*ib:]
+				grid = uint64(iq3xxsGrid[g[2*l]]) | uint64(iq3xxsGrid[g[2*l+1]])<<32
+				signs = iqSigns(le32(blk[66+4*ib:]) >> (7 * l))
 			}
 			for j := 0; j < 8; j++ {
 				v[32*ib+8*l+j] = int8(signed(gridByte64(grid, j), signs, j))

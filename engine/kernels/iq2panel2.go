@@ -50,7 +50,8 @@ func decodeIQ2PanelRowAVX2(typ Type, w []byte, dx []float32, row []byte, nb, i i
 }
 
 // decodeIQ2Row is decodeIQ2OuterRowFast (avx2 false) and
-// decodeIQ2PanelRowAVX2 (avx2 true).
+// decodeIQ2PanelRowAVX2 (avx2 true; also IQ3_XXS, whose values, up to 62,
+// the biased bytes of the other would not hold).
 func decodeIQ2Row(typ Type, w []byte, dx []float32, row []byte, nb, i int, avx2 bool) {
 	bb := typ.BlockBytes()
 	blkBytes := iqPanelGroup * iq2OuterRec
@@ -75,12 +76,18 @@ func decodeIQ2Row(typ Type, w []byte, dx []float32, row []byte, nb, i int, avx2 
 				s0, s1 = 2*uint32(blk[66+ib]&0xf)+1, 2*uint32(blk[66+ib]>>4)+1
 			case IQ2_S:
 				s0, s1 = 2*uint32(blk[74+ib]&0xf)+1, 2*uint32(blk[74+ib]>>4)+1
+			case IQ3_XXS:
+				s := 2*(binary.LittleEndian.Uint32(blk[66+4*ib:])>>28) + 1
+				s0, s1 = s, s
 			}
 			binary.LittleEndian.PutUint32(p[(2*ib)*iq2OuterRec+qkK+4*i:], s0)
 			binary.LittleEndian.PutUint32(p[(2*ib+1)*iq2OuterRec+qkK+4*i:], s1)
 			var sg uint32
-			if typ == IQ2_XXS {
+			switch typ {
+			case IQ2_XXS:
 				sg = binary.LittleEndian.Uint32(blk[2+8*ib+4:])
+			case IQ3_XXS:
+				sg = binary.LittleEndian.Uint32(blk[66+4*ib:])
 			}
 			for l := 0; l < 4; l++ {
 				var grid uint64
@@ -95,11 +102,15 @@ func decodeIQ2Row(typ Type, w []byte, dx []float32, row []byte, nb, i int, avx2 
 					grid, signs = iq2xsGrid[q&511], uint8(x)|uint8(bits.OnesCount32(x)&1)<<7
 				case IQ2_S:
 					grid, signs = iq2sGrid[iq2SIndex(blk, ib, l)], blk[34+4*ib+l]
+				case IQ3_XXS: // two grid entries of 4 values under one sign byte
+					x := sg >> (7 * l) & 127
+					grid = uint64(iq3xxsGrid[blk[2+8*ib+2*l]]) | uint64(iq3xxsGrid[blk[3+8*ib+2*l]])<<32
+					signs = uint8(x) | uint8(bits.OnesCount32(x)&1)<<7
 				}
 				m := iq2SignMask[signs]
 				var u uint64
 				if avx2 {
-					// −g is ^g+1 in each byte (g ≥ 8: no carry crosses a byte).
+					// −g is ^g+1 in each byte (g ≥ 4: no carry crosses a byte).
 					u = (grid ^ m) + m&0x0101010101010101
 					s := s0
 					if l >= 2 {

@@ -10,7 +10,8 @@ import (
 )
 
 // TestIQ2OuterKernelAVX2MatchesGeneric: iq2OuterAVX2r16t4 on the AVX2 panel
-// of some rows gives iq2OuterDotGeneric's bits on their panel for each of its 16 rows and 4 tokens, from any 4
+// of some rows gives iq2OuterDotGeneric's bits on their panel (IQ3_XXS, whose
+// biased bytes would wrap there: iq2AVX2DotGeneric's on the AVX2 panel) for each of its 16 rows and 4 tokens, from any 4
 // tokens of a prompt, with the weights' extremes (every byte 0xff: the
 // largest grid values, every sign set) and the quants' (all −128 or +127,
 // or alternating: VPMADDUBSW's pair sums at their largest), and writes only
@@ -18,7 +19,7 @@ import (
 func TestIQ2OuterKernelAVX2MatchesGeneric(t *testing.T) {
 	requireSIMD(t, "avx2")
 	r := rand.New(rand.NewPCG(48, 1))
-	for _, typ := range iq2PanelTypes {
+	for _, typ := range iq2AVX2PanelTypes {
 		const nb, rows = 4, 11
 		for _, wm := range []string{"random", "ones", "zeros"} {
 			for _, am := range []string{"random", "flat", "alternating", "min", "max", "minmax"} {
@@ -72,7 +73,12 @@ func TestIQ2OuterKernelAVX2MatchesGeneric(t *testing.T) {
 								}
 								continue
 							}
-							want := iq2OuterDotGeneric(w, dx, i, a.q8kO, a.ydT, a.yds, rows, t0+tk, nb, panelFactor(typ))
+							var want float32
+							if typ == IQ3_XXS {
+								want = iq2AVX2DotGeneric(w2, dx2, i, a.q8kO, a.ydT, a.yds, rows, t0+tk, nb, panelFactor(typ))
+							} else {
+								want = iq2OuterDotGeneric(w, dx, i, a.q8kO, a.ydT, a.yds, rows, t0+tk, nb, panelFactor(typ))
+							}
 							if math.Float32bits(got) != math.Float32bits(want) {
 								t.Fatalf("%v weights %s acts %s row %d token %d: %v, want %v", typ, wm, am, i, t0+tk, got, want)
 							}
@@ -84,14 +90,14 @@ func TestIQ2OuterKernelAVX2MatchesGeneric(t *testing.T) {
 	}
 }
 
-// TestIQ2PanelAVX2MatMul: on the AVX2 level, prompts of the IQ2 types go
+// TestIQ2PanelAVX2MatMul: on the AVX2 level, prompts of the IQ2 types and IQ3_XXS go
 // through the byte panels (usesIQ2Panel) and MatMul gives the pure-Go
 // reference's bits for every output, at token counts that leave a last
 // overlapping tile and rows that leave a last group of fewer than 16.
 func TestIQ2PanelAVX2MatMul(t *testing.T) {
 	requireSIMD(t, "avx2")
 	r := rand.New(rand.NewPCG(48, 2))
-	for _, typ := range iq2PanelTypes {
+	for _, typ := range iq2AVX2PanelTypes {
 		const cols = 512
 		for _, rows := range []int{16, 37, 70} {
 			w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: randomBlocks(r, typ, rows*cols/qkK)}
@@ -119,7 +125,7 @@ func TestIQ2PanelAVX2MatMul(t *testing.T) {
 	}
 }
 
-// BenchmarkIQ2PanelAVX2: 1b-shaped prompt products of the IQ2 types (1024 rows
+// BenchmarkIQ2PanelAVX2: 1b-shaped prompt products of the IQ2 types and IQ3_XXS (1024 rows
 // of 2048 columns by 512 tokens, one thread, random blocks) on the AVX2 level,
 // through the byte panels (iq2OuterAVX2r16t4) and through the four-token row
 // kernels (dotLatticeRows), in cpu-µs per product.
@@ -130,7 +136,7 @@ func BenchmarkIQ2PanelAVX2(b *testing.B) {
 	const rows, cols, nTok = 1024, 2048, 512
 	x := randRow(r, nTok*cols, 1)
 	dst := make([]float32, nTok*rows)
-	for _, typ := range iq2PanelTypes {
+	for _, typ := range iq2AVX2PanelTypes {
 		w := Matrix{Type: typ, Rows: rows, Cols: cols, Data: randomBlocks(r, typ, rows*cols/qkK)}
 		for _, path := range []string{"bytes", "rows"} {
 			b.Run(typ.String()+"/"+path, func(b *testing.B) {
@@ -144,4 +150,28 @@ func BenchmarkIQ2PanelAVX2(b *testing.B) {
 			})
 		}
 	}
+}
+
+// iq2AVX2DotGeneric is iq2OuterAVX2r16t4 for one row (slot i of the AVX2
+// panel w, scales dx) and one token t (the records ao, scales ydT with stride
+// yds), in Go: per block the row's correction plus Σ_j s_j·Σ v·(q+128), then
+// sum += ((dx·dy)·float(isum))·factor.
+func iq2AVX2DotGeneric(w []byte, dx []float32, i int, ao []byte, ydT []float32, yds, rows, t, nb int, factor float32) float32 {
+	var sum float32
+	for b := 0; b < nb; b++ {
+		p := w[b*iq2AVX2Blk:]
+		y := ao[(b*rows+t)*iq2OuterTok:]
+		isum := int32(binary.LittleEndian.Uint32(p[iqPanelGroup*iq2OuterRec+4*i:]))
+		for j := 0; j < 16; j++ {
+			var g int32
+			for c := 0; c < 4; c++ {
+				for k := 0; k < 4; k++ {
+					g += int32(int8(p[j*iq2OuterRec+64*c+4*i+k])) * (int32(int8(y[16*j+4*c+k])) + 128)
+				}
+			}
+			isum += g * int32(binary.LittleEndian.Uint32(p[j*iq2OuterRec+qkK+4*i:]))
+		}
+		sum += float32(float32(dx[b*iqPanelGroup+i]*ydT[b*yds+t]*float32(isum)) * factor)
+	}
+	return sum
 }

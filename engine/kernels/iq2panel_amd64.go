@@ -11,9 +11,20 @@ import (
 // usesIQ2Panel reports whether a product of rows tokens by weights of type wt
 // goes through the IQ2 panels (iq2panel.go): AVX-512 with VNNI (and BMI2
 // for the decoders' PDEP and PEXT), or AVX2 (iq2PanelsAVX2: the Go decoder
-// and iq2OuterAVX2r16t4), iqPanelMinTokens tokens or more.
+// and iq2OuterAVX2r16t4), iqPanelMinTokens tokens or more. IQ3_XXS takes the
+// AVX2 byte panels too, where there are no AVX-512 panels (usesPanel's int16
+// panels then): its grid values (≤ 62) fit VPMADDUBSW's pair sums as well.
 func usesIQ2Panel(wt Type, rows int) bool {
-	return iq2Panels && iq2PanelType(wt) && rows >= iqPanelMinTokens && (iq2PanelAVX512() || useAVX2 && iq2PanelsAVX2)
+	if !iq2Panels || rows < iqPanelMinTokens {
+		return false
+	}
+	switch {
+	case iq2PanelType(wt):
+		return iq2PanelAVX512() || useAVX2 && iq2PanelsAVX2
+	case wt == IQ3_XXS:
+		return useAVX2 && iq2PanelsAVX2 && !iq2PanelAVX512()
+	}
+	return false
 }
 
 // iq2PanelAVX512 reports whether the IQ2 panels take the AVX-512 decoders

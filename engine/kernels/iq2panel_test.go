@@ -9,6 +9,10 @@ import (
 // iq2PanelTypes are the types with byte panels (iq2panel.go).
 var iq2PanelTypes = []Type{IQ2_XXS, IQ2_XS, IQ2_S}
 
+// iq2AVX2PanelTypes are the types of the AVX2 byte panels
+// (decodeIQ2PanelRowAVX2, iq2OuterAVX2r16t4): the IQ2 family and IQ3_XXS.
+var iq2AVX2PanelTypes = []Type{IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS}
+
 // TestIQ2OuterDecodeMatchesRowKernel: rows decoded into an IQ2 panel
 // (decodeIQ2OuterRow) and tokens with their −43·bsums (iq2OuterActs),
 // multiplied group by group (iq2OuterDotGeneric), give the reference's bits.
