@@ -1,0 +1,121 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// ropeReference is RoPE's Go loop as it was before the AVX2 kernels (d73e63d),
+// verbatim: the bits RoPE must keep.
+func ropeReference(x []float32, nHeads, headDim, nDims int, cos, sin []float32, neox bool) {
+	half := nDims / 2
+	for h := 0; h < nHeads; h++ {
+		v := x[h*headDim : h*headDim+nDims]
+		for i := 0; i < half; i++ {
+			a, b := 2*i, 2*i+1
+			if neox {
+				a, b = i, i+half
+			}
+			x0, x1 := v[a], v[b]
+			v[a] = fmaf(x0, cos[i], -float32(x1*sin[i]))
+			v[b] = fmaf(x0, sin[i], float32(x1*cos[i]))
+		}
+	}
+}
+
+// ropeExtremes are inputs where a wrong rounding or sign shows: signed zeros,
+// subnormals, values whose products overflow or underflow float32, infinities
+// and NaN.
+var ropeExtremes = []float32{
+	0, float32(math.Copysign(0, -1)), 1, -1, 1e-45, -1e-45, 1e-40, -3e-39, 1.1754944e-38,
+	1e-20, -1e-20, 1e20, -1e20, 3e38, -3.4028235e38, 65504, 1e-7,
+	float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()),
+}
+
+// fillRoPECase fills x, cos and sin for one case: kind 0 random normals with
+// RoPECache's angles, 1 random extremes everywhere, 2 pairs where x0·cos and
+// x1·sin nearly cancel (there a float32 FMA, or no FMA, gives other bits).
+func fillRoPECase(r *rand.Rand, kind int, x, cos, sin []float32, neox bool) {
+	half := len(cos)
+	switch kind {
+	case 0:
+		RoPECache(cos, sin, r.IntN(40000), 2*half, 10000, 1, nil)
+		for i := range x {
+			x[i] = float32(r.NormFloat64() * 3)
+		}
+	case 1:
+		pick := func() float32 {
+			if r.IntN(3) == 0 {
+				return float32(r.NormFloat64())
+			}
+			return ropeExtremes[r.IntN(len(ropeExtremes))]
+		}
+		for i := range cos {
+			cos[i], sin[i] = pick(), pick()
+		}
+		for i := range x {
+			x[i] = pick()
+		}
+	case 2:
+		RoPECache(cos, sin, r.IntN(40000), 2*half, 10000, 1, nil)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		headDim := len(x) // one head here: pairs (a, b) with x1 ≈ x0·cos/sin
+		for i := 0; i < half && 2*half <= headDim; i++ {
+			a, b := 2*i, 2*i+1
+			if neox {
+				a, b = i, i+half
+			}
+			if sin[i] != 0 {
+				x[b] = x[a] * cos[i] / sin[i]
+			}
+		}
+	}
+}
+
+// TestRoPEKernelMatchesGo: RoPE (the AVX2 kernels where the build and CPU have
+// them, with their Go tails) gives the bits of the Go loop ropeReference on
+// random, extreme and cancelling inputs, normal and neox, half = 1…70 (every
+// tail), several heads and partial rotations (headDim > nDims), leaving the
+// unrotated elements alone. Run it also under GODEBUG=cpu.avx512f=off and
+// -tags purego.
+func TestRoPEKernelMatchesGo(t *testing.T) {
+	t.Logf("assembly on: %v", simdAvailable())
+	r := rand.New(rand.NewPCG(49, 8))
+	for _, neox := range []bool{false, true} {
+		for half := 1; half <= 70; half++ {
+			for _, extra := range []int{0, 2, 7} {
+				for kind := 0; kind < 3; kind++ {
+					nHeads := 1 + r.IntN(3)
+					nDims := 2 * half
+					headDim := nDims + extra
+					if kind == 2 {
+						nHeads = 1
+					}
+					cos, sin := make([]float32, half), make([]float32, half)
+					x := make([]float32, nHeads*headDim)
+					fillRoPECase(r, kind, x, cos, sin, neox)
+					want := append([]float32(nil), x...)
+					ropeReference(want, nHeads, headDim, nDims, cos, sin, neox)
+					got := append([]float32(nil), x...)
+					RoPE(got, nHeads, headDim, nDims, cos, sin, neox)
+					bad := 0
+					for i := range got {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							if bad < 3 {
+								t.Errorf("neox %v half %d headDim %d heads %d kind %d: x[%d] = %g (%#08x), Go loop %g (%#08x); input %g",
+									neox, half, headDim, nHeads, kind, i, got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]), x[i])
+							}
+							bad++
+						}
+					}
+					if bad > 3 {
+						t.Errorf("... %d values differ", bad)
+					}
+				}
+			}
+		}
+	}
+}
