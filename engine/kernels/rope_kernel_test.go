@@ -35,7 +35,10 @@ var ropeExtremes = []float32{
 
 // fillRoPECase fills x, cos and sin for one case: kind 0 random normals with
 // RoPECache's angles, 1 random extremes everywhere, 2 pairs where x0·cos and
-// x1·sin nearly cancel (there a float32 FMA, or no FMA, gives other bits).
+// x1·sin nearly cancel (there no FMA gives other bits), 3 pairs where x0·cos is
+// exactly halfway between two float32 and x1·sin tiny: the float64 FMA rounds
+// to the halfway value and VCVTPD2PS to even, a float32 FMA (one rounding) can
+// go the other way.
 func fillRoPECase(r *rand.Rand, kind int, x, cos, sin []float32, neox bool) {
 	half := len(cos)
 	switch kind {
@@ -57,6 +60,28 @@ func fillRoPECase(r *rand.Rand, kind int, x, cos, sin []float32, neox bool) {
 		for i := range x {
 			x[i] = pick()
 		}
+	case 3:
+		odd := func() float32 { return 1 + float32(2*r.IntN(500)+1)/4096 }
+		for i := range cos {
+			cos[i], sin[i] = odd()/2, 0x1p-40
+		}
+		for i := range x {
+			x[i] = odd() * float32(math.Ldexp(1, r.IntN(7)-3))
+			if r.IntN(2) == 0 {
+				x[i] = -x[i]
+			}
+		}
+		headDim := len(x)
+		for i := 0; i < half && 2*half <= headDim; i++ {
+			b := 2*i + 1
+			if neox {
+				b = i + half
+			}
+			x[b] = 0x1p-40
+			if r.IntN(2) == 0 {
+				x[b] = -x[b]
+			}
+		}
 	case 2:
 		RoPECache(cos, sin, r.IntN(40000), 2*half, 10000, 1, nil)
 		for i := range x {
@@ -77,7 +102,7 @@ func fillRoPECase(r *rand.Rand, kind int, x, cos, sin []float32, neox bool) {
 
 // TestRoPEKernelMatchesGo: RoPE (the AVX2 kernels where the build and CPU have
 // them, with their Go tails) gives the bits of the Go loop ropeReference on
-// random, extreme and cancelling inputs, normal and neox, half = 1…70 (every
+// random, extreme, cancelling and double-rounding inputs, normal and neox, half = 1…70 (every
 // tail), several heads and partial rotations (headDim > nDims), leaving the
 // unrotated elements alone. Run it also under GODEBUG=cpu.avx512f=off and
 // -tags purego.
@@ -87,11 +112,11 @@ func TestRoPEKernelMatchesGo(t *testing.T) {
 	for _, neox := range []bool{false, true} {
 		for half := 1; half <= 70; half++ {
 			for _, extra := range []int{0, 2, 7} {
-				for kind := 0; kind < 3; kind++ {
+				for kind := 0; kind < 4; kind++ {
 					nHeads := 1 + r.IntN(3)
 					nDims := 2 * half
 					headDim := nDims + extra
-					if kind == 2 {
+					if kind >= 2 {
 						nHeads = 1
 					}
 					cos, sin := make([]float32, half), make([]float32, half)
