@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -141,6 +142,42 @@ func TestRoPEKernelMatchesGo(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkRoPE: one position's rotation of q-sized rows, the Go loop of d73e63d
+// (reference), the hoisted Go loop ropeHeadGeneric (the purego path and the
+// tails) and RoPE (the AVX2 kernels where on).
+func BenchmarkRoPE(b *testing.B) {
+	for _, sh := range []struct{ heads, dims int }{{32, 64}, {4, 64}, {32, 128}} {
+		for _, neox := range []bool{false, true} {
+			half := sh.dims / 2
+			cos, sin := make([]float32, half), make([]float32, half)
+			RoPECache(cos, sin, 1234, sh.dims, 10000, 1, nil)
+			x := make([]float32, sh.heads*sh.dims)
+			r := rand.New(rand.NewPCG(1, 2))
+			for i := range x {
+				x[i] = float32(r.NormFloat64())
+			}
+			name := fmt.Sprintf("%dx%d-neox%v", sh.heads, sh.dims, neox)
+			b.Run(name+"/reference", func(b *testing.B) {
+				for b.Loop() {
+					ropeReference(x, sh.heads, sh.dims, sh.dims, cos, sin, neox)
+				}
+			})
+			b.Run(name+"/go", func(b *testing.B) {
+				for b.Loop() {
+					for h := 0; h < sh.heads; h++ {
+						ropeHeadGeneric(x[h*sh.dims:(h+1)*sh.dims], cos, sin, 0, neox)
+					}
+				}
+			})
+			b.Run(name+"/RoPE", func(b *testing.B) {
+				for b.Loop() {
+					RoPE(x, sh.heads, sh.dims, sh.dims, cos, sin, neox)
+				}
+			})
 		}
 	}
 }
