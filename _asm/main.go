@@ -263,6 +263,9 @@ func main() {
 	toF16()
 	siluConstants()
 	swiglu()
+	ropeConstants()
+	ropeNeox()
+	ropeNormal()
 	// (Q5_K's tiles went with issue 32: one float per row and token cannot keep
 	// llama.cpp's 8-lane order; tile.go still knows their form. Q6_K's went
 	// too, when Q3_K, whose repacked prompts they served, took that order.)

@@ -29,6 +29,13 @@ func TestKernelsDoNotAllocate(t *testing.T) {
 			}
 		}
 	}
+	for _, neox := range []bool{false, true} {
+		x, cos, sin := randRow(r, 4*64, 1), make([]float32, 32), make([]float32, 32)
+		RoPECache(cos, sin, 17, 64, 10000, 1, nil)
+		if n := testing.AllocsPerRun(20, func() { RoPE(x, 4, 64, 64, cos, sin, neox) }); n != 0 {
+			t.Errorf("RoPE (neox %v): %v allocations", neox, n)
+		}
+	}
 	for _, hd := range []int{64, 128} {
 		c := newAttnCase(r, hd, 300, 2*hd, 0, "random")
 		out := make([]float32, hd)

@@ -51,19 +51,36 @@ func RoPECache(cos, sin []float32, pos, nDims int, base, freqScale float32, freq
 // fma(x0, sin, x1·cos), bit for bit (TestRoPEMatchesLlamaCppBits; the unfused form
 // differed in a fifth of the values, which an F16 LoRA adapter's product passes on:
 // issue 32).
+// On amd64 an AVX2 kernel (ropeNeoxAVX2, ropeNormalAVX2) does the same
+// arithmetic in float64 lanes, hence the same bits (TestRoPEKernelMatchesGo).
 func RoPE(x []float32, nHeads, headDim, nDims int, cos, sin []float32, neox bool) {
 	half := nDims / 2
+	cos, sin = cos[:half], sin[:half]
 	for h := 0; h < nHeads; h++ {
-		v := x[h*headDim : h*headDim+nDims]
-		for i := 0; i < half; i++ {
-			a, b := 2*i, 2*i+1
-			if neox {
-				a, b = i, i+half
-			}
-			x0, x1 := v[a], v[b]
-			v[a] = fmaf(x0, cos[i], -float32(x1*sin[i]))
-			v[b] = fmaf(x0, sin[i], float32(x1*cos[i]))
+		ropeHead(x[h*headDim:h*headDim+nDims], cos, sin, neox)
+	}
+}
+
+// ropeHeadGeneric is RoPE's reference on one head v from pair from on
+// (len(cos) = len(sin) = nDims/2): each value fmaf(x0, cos, −float32(x1·sin)) or
+// fmaf(x0, sin, float32(x1·cos)).
+func ropeHeadGeneric(v, cos, sin []float32, from int, neox bool) {
+	half := len(cos)
+	sin = sin[:half]
+	if neox {
+		lo, hi := v[:half], v[half:2*half]
+		for i := from; i < half; i++ {
+			x0, x1 := lo[i], hi[i]
+			lo[i] = fmaf(x0, cos[i], -float32(x1*sin[i]))
+			hi[i] = fmaf(x0, sin[i], float32(x1*cos[i]))
 		}
+		return
+	}
+	v = v[:2*half]
+	for i := from; i < half; i++ {
+		x0, x1 := v[2*i], v[2*i+1]
+		v[2*i] = fmaf(x0, cos[i], -float32(x1*sin[i]))
+		v[2*i+1] = fmaf(x0, sin[i], float32(x1*cos[i]))
 	}
 }
 

@@ -64097,6 +64097,91 @@ done:
 	VZEROUPPER
 	RET
 
+DATA ropeSigns<>+0(SB)/8, $0x8000000080000000
+DATA ropeSigns<>+8(SB)/8, $0x8000000080000000
+DATA ropeSigns<>+16(SB)/8, $0x0000000080000000
+DATA ropeSigns<>+24(SB)/8, $0x0000000080000000
+GLOBL ropeSigns<>(SB), RODATA|NOPTR, $32
+
+// func ropeNeoxAVX2(x *float32, half int, cos *float32, sin *float32, n int)
+// Requires: AVX, FMA3
+TEXT ·ropeNeoxAVX2(SB), NOSPLIT, $0-40
+	MOVQ    x+0(FP), AX
+	MOVQ    half+8(FP), CX
+	MOVQ    cos+16(FP), DX
+	MOVQ    sin+24(FP), BX
+	MOVQ    n+32(FP), SI
+	LEAQ    (AX)(CX*4), CX
+	VMOVUPS ropeSigns<>+0(SB), X0
+
+loop:
+	TESTQ       SI, SI
+	JZ          done
+	VMOVUPS     (CX), X1
+	VMOVUPS     (DX), X2
+	VMOVUPS     (BX), X3
+	VMULPS      X3, X1, X4
+	VXORPS      X0, X4, X4
+	VMULPS      X2, X1, X1
+	VCVTPS2PD   (AX), Y5
+	VCVTPS2PD   X2, Y2
+	VCVTPS2PD   X3, Y3
+	VCVTPS2PD   X4, Y4
+	VCVTPS2PD   X1, Y1
+	VFMADD231PD Y2, Y5, Y4
+	VFMADD231PD Y3, Y5, Y1
+	VCVTPD2PSY  Y4, X2
+	VCVTPD2PSY  Y1, X1
+	VMOVUPS     X2, (AX)
+	VMOVUPS     X1, (CX)
+	ADDQ        $0x10, AX
+	ADDQ        $0x10, CX
+	ADDQ        $0x10, DX
+	ADDQ        $0x10, BX
+	SUBQ        $0x04, SI
+	JMP         loop
+
+done:
+	VZEROUPPER
+	RET
+
+// func ropeNormalAVX2(x *float32, cos *float32, sin *float32, n int)
+// Requires: AVX, FMA3
+TEXT ·ropeNormalAVX2(SB), NOSPLIT, $0-32
+	MOVQ    x+0(FP), AX
+	MOVQ    cos+8(FP), CX
+	MOVQ    sin+16(FP), DX
+	MOVQ    n+24(FP), BX
+	VMOVUPS ropeSigns<>+16(SB), X0
+
+loop:
+	TESTQ       BX, BX
+	JZ          done
+	VMOVUPS     (AX), X1
+	VMOVSLDUP   X1, X2
+	VMOVSHDUP   X1, X1
+	VMOVSD      (CX), X3
+	VMOVSD      (DX), X4
+	VUNPCKLPS   X4, X3, X5
+	VUNPCKLPS   X3, X4, X3
+	VMULPS      X3, X1, X1
+	VXORPS      X0, X1, X1
+	VCVTPS2PD   X2, Y2
+	VCVTPS2PD   X5, Y3
+	VCVTPS2PD   X1, Y1
+	VFMADD231PD Y3, Y2, Y1
+	VCVTPD2PSY  Y1, X1
+	VMOVUPS     X1, (AX)
+	ADDQ        $0x10, AX
+	ADDQ        $0x08, CX
+	ADDQ        $0x08, DX
+	SUBQ        $0x02, BX
+	JMP         loop
+
+done:
+	VZEROUPPER
+	RET
+
 // func dotQ4KAVX512r8t1(x *byte, rb int, y *byte, ys int, yd *float32, yds int, nb int, out *float32, os int)
 // Requires: AVX, AVX2, AVX512BW, AVX512F, AVX512VL, F16C, MMX+
 TEXT ·dotQ4KAVX512r8t1(SB), NOSPLIT, $0-72

@@ -1220,6 +1220,16 @@ func toF16AVX2(dst *uint16, src *float32, n int)
 //go:noescape
 func swigluAVX2(dst *float32, gate *float32, up *float32, n int)
 
+// ropeNeoxAVX2 rotates (x[i], x[i+half]) by (cos[i], sin[i]) for i < n, n a multiple of 4, bit for bit as kernels.RoPE's Go loop.
+//
+//go:noescape
+func ropeNeoxAVX2(x *float32, half int, cos *float32, sin *float32, n int)
+
+// ropeNormalAVX2 rotates (x[2i], x[2i+1]) by (cos[i], sin[i]) for i < n, n a multiple of 2, bit for bit as kernels.RoPE's Go loop.
+//
+//go:noescape
+func ropeNormalAVX2(x *float32, cos *float32, sin *float32, n int)
+
 // dotQ4KAVX512r8t1 sets out[t·os + r] = dotQ4KAVX512(x + r·rb, y + t·ys, nb) for r < 8, t < 1;
 // yd + b·yds holds y.d of block b of the tokens, one float32 per token.
 //
